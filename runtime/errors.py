@@ -1,0 +1,202 @@
+"""Errors of the tool runtime, each with a stable machine-readable ``code``.
+
+Tree::
+
+    CodemodeError                      root of everything codemode raises on purpose
+    ├── ToolError                      a tool call failed; becomes an error ToolResult
+    │   ├── ToolNotFoundError          UNKNOWN_TOOL
+    │   ├── ToolArgsError              INVALID_ARGS
+    │   ├── ToolOutputError            INVALID_TOOL_OUTPUT
+    │   ├── ToolExecutionError         TOOL_FAILED        (a body raised something that is not a ToolError)
+    │   ├── ToolDeniedError            DENIED             (pre-execute deny, guard, approval refusal, block)
+    │   ├── AbortedError               ABORTED
+    │   ├── AbortedBeforeDispatchError ABORTED_BEFORE_DISPATCH
+    │   ├── ToolTimeoutError           TOOL_TIMEOUT
+    │   ├── ToolStalledError           TOOL_STALLED       (a body ignored cancellation past its grace period)
+    │   ├── CodeRunFailedError         CODE_RUN_FAILED
+    │   └── PolicyError                POLICY_FAILED      (a hook, guard or approval broke: fail closed)
+    └── UsageError                     the integrator misused the API; raised to the caller
+        ├── JsonSchemaError            UNSUPPORTED_SCHEMA
+        ├── DefinitionError            INVALID_DEFINITION
+        ├── ReservedNameError          RESERVED_NAME
+        └── DuplicateToolError         DUPLICATE_TOOL
+
+Codes are class attributes, unique across the tree (a test enforces it) and never reused. Messages say
+what happened and, where there is one, what to do about it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = (
+    "AbortedBeforeDispatchError",
+    "AbortedError",
+    "CodeRunFailedError",
+    "CodemodeError",
+    "DefinitionError",
+    "DuplicateToolError",
+    "JsonSchemaError",
+    "PolicyError",
+    "ReservedNameError",
+    "ToolArgsError",
+    "ToolDeniedError",
+    "ToolError",
+    "ToolExecutionError",
+    "ToolNotFoundError",
+    "ToolOutputError",
+    "ToolStalledError",
+    "ToolTimeoutError",
+    "UsageError",
+    "all_error_classes",
+)
+
+
+class CodemodeError(Exception):
+    """Root of every error codemode raises deliberately."""
+
+    code: ClassVar[str] = "CODEMODE_ERROR"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ToolError(CodemodeError):
+    """A tool call failed. The pipeline turns it into an error :class:`~runtime.ToolResult`."""
+
+    code: ClassVar[str] = "TOOL_ERROR"
+
+
+class ToolNotFoundError(ToolError):
+    """The name is not callable here (unknown, or reachable only from a ``run_code`` program)."""
+
+    code: ClassVar[str] = "UNKNOWN_TOOL"
+
+
+class ToolArgsError(ToolError):
+    """The arguments do not satisfy the tool's parameter schema."""
+
+    code: ClassVar[str] = "INVALID_ARGS"
+
+    def __init__(self, violations: list[str]) -> None:
+        self.violations = tuple(violations)
+        super().__init__("invalid arguments: " + "; ".join(violations))
+
+
+class ToolOutputError(ToolError):
+    """The tool's value is not lossless JSON, violates ``output.schema`` or cannot be rendered."""
+
+    code: ClassVar[str] = "INVALID_TOOL_OUTPUT"
+
+
+class ToolExecutionError(ToolError):
+    """A tool body raised an exception that is not a :class:`ToolError`."""
+
+    code: ClassVar[str] = "TOOL_FAILED"
+
+
+class ToolDeniedError(ToolError):
+    """A policy refused the call: a pre-execute deny, a guard, the approval seam or a post-execute block."""
+
+    code: ClassVar[str] = "DENIED"
+
+
+class AbortedError(ToolError):
+    """The caller cancelled the call after its body had started."""
+
+    code: ClassVar[str] = "ABORTED"
+
+    def __init__(self, message: str = "tool call aborted") -> None:
+        super().__init__(message)
+
+
+class AbortedBeforeDispatchError(ToolError):
+    """The caller cancelled the call before its body started; nothing ran."""
+
+    code: ClassVar[str] = "ABORTED_BEFORE_DISPATCH"
+
+    def __init__(self, message: str = "tool call aborted before dispatch") -> None:
+        super().__init__(message)
+
+
+class ToolTimeoutError(ToolError):
+    """The tool's own ``timeout_ms`` budget expired before it settled."""
+
+    code: ClassVar[str] = "TOOL_TIMEOUT"
+
+    def __init__(self, timeout_ms: float) -> None:
+        self.timeout_ms = timeout_ms
+        shown = int(timeout_ms) if float(timeout_ms).is_integer() else timeout_ms
+        super().__init__(f"tool call timed out after {shown}ms")
+
+
+class ToolStalledError(ToolError):
+    """A cancelled tool body kept running past the grace period; the call was settled without it."""
+
+    code: ClassVar[str] = "TOOL_STALLED"
+
+
+class CodeRunFailedError(ToolError):
+    """A ``run_code`` program failed (syntax, policy, exception, budget, worker exit, ...)."""
+
+    code: ClassVar[str] = "CODE_RUN_FAILED"
+
+    def __init__(self, kind: str, message: str, logs: list[str] | tuple[str, ...] = ()) -> None:
+        self.kind = kind
+        self.logs = tuple(logs)
+        text = f"code run failed ({kind}): {message}"
+        if logs:
+            text += "\nCaptured output:\n" + "\n".join(logs)
+        super().__init__(text)
+
+
+class PolicyError(ToolError):
+    """A pre-execute hook, guard or approval service failed; the call is refused (fail closed)."""
+
+    code: ClassVar[str] = "POLICY_FAILED"
+
+
+class UsageError(CodemodeError):
+    """The integrator used the API wrongly (bad definition, bad restriction, bad configuration)."""
+
+    code: ClassVar[str] = "USAGE_ERROR"
+
+
+class JsonSchemaError(UsageError):
+    """A schema uses JSON Schema outside the supported subset; ``violations`` lists every problem."""
+
+    code: ClassVar[str] = "UNSUPPORTED_SCHEMA"
+
+    def __init__(self, violations: list[str]) -> None:
+        self.violations = tuple(violations)
+        super().__init__("unsupported JSON schema: " + "; ".join(violations))
+
+
+class DefinitionError(UsageError):
+    """A tool definition is malformed (missing output, bad timeout, non-callable hook...)."""
+
+    code: ClassVar[str] = "INVALID_DEFINITION"
+
+
+class ReservedNameError(UsageError):
+    """A reserved name (``run_code``) was registered, shadowed or restricted."""
+
+    code: ClassVar[str] = "RESERVED_NAME"
+
+
+class DuplicateToolError(UsageError):
+    """A name is already registered in the same layer."""
+
+    code: ClassVar[str] = "DUPLICATE_TOOL"
+
+
+def all_error_classes() -> tuple[type[CodemodeError], ...]:
+    """Every error class defined here, root first (used to check that codes are unique)."""
+    found: list[type[CodemodeError]] = []
+    pending: list[type[CodemodeError]] = [CodemodeError]
+    while pending:
+        cls = pending.pop(0)
+        found.append(cls)
+        pending.extend(cls.__subclasses__())
+    return tuple(found)

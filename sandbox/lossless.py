@@ -1,0 +1,304 @@
+"""Lossless JSON: the one value domain that crosses every boundary of codemode.
+
+A value is *lossless JSON* when encoding it as JSON text and decoding it again yields an equal value of
+the same types. In Python that is: ``None``, ``bool``, ``int`` (exact, any size up to
+:data:`MAX_INT_BITS`), finite ``float`` other than ``-0.0``, ``str``, ``list`` of lossless values and
+``dict`` with ``str`` keys and lossless values. Tuples, sets, bytes, NaN, infinities, ``-0.0``,
+non-string keys, cycles and arbitrary objects are rejected, never silently converted.
+
+Tool arguments, tool values, event data and every value that crosses the sandbox protocol live in this
+domain. The module is a leaf: it imports nothing from codemode, so both the runtime and the sandbox can
+use it without depending on each other.
+
+Walks are iterative (no recursion limit) and read every container exactly once, so a snapshot is a
+consistent deep copy even of a value whose container subclass misbehaves.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from typing import Any, NoReturn, TypeAlias
+
+__all__ = (
+    "MAX_INT_BITS",
+    "FrozenDict",
+    "FrozenList",
+    "JsonValue",
+    "LosslessJsonError",
+    "canonical_dumps",
+    "dumps",
+    "encoded_size",
+    "is_lossless",
+    "loads",
+    "snapshot",
+    "thaw",
+)
+
+JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
+
+#: Integers wider than this are rejected: CPython refuses to print ints of more than 4,300 digits.
+MAX_INT_BITS = 14_000
+
+
+class LosslessJsonError(ValueError):
+    """A value is outside the lossless JSON domain.
+
+    ``path`` locates the offending node (``value.items[2].name``); ``reason`` says what is wrong with it.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+def _immutable(self: object, *args: object, **kwargs: object) -> NoReturn:
+    raise TypeError(f"{type(self).__name__} is a frozen snapshot and cannot be modified")
+
+
+class FrozenDict(dict[str, Any]):
+    """A ``dict`` snapshot that refuses mutation (still a ``dict`` for ``isinstance`` and ``json``)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _immutable
+    clear = pop = popitem = setdefault = update = _immutable
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        raise TypeError("unhashable type: 'FrozenDict'")
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (dict, (dict(self),))
+
+
+class FrozenList(list[Any]):
+    """A ``list`` snapshot that refuses mutation (still a ``list`` for ``isinstance`` and ``json``)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _immutable
+    append = clear = extend = insert = pop = remove = reverse = sort = _immutable
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        raise TypeError("unhashable type: 'FrozenList'")
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (list, (list(self),))
+
+
+def _key_path(path: str, key: str) -> str:
+    return f"{path}.{key}" if key.isidentifier() else f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def _check_scalar(value: object, path: str) -> object:
+    """Return the value if it is a lossless scalar, raise otherwise; containers return a sentinel."""
+    kind = type(value)
+    if value is None or kind is bool or kind is str:
+        return value
+    if kind is int:
+        if value.bit_length() > MAX_INT_BITS:  # type: ignore[attr-defined]
+            raise LosslessJsonError(path, f"integer wider than {MAX_INT_BITS} bits")
+        return value
+    if kind is float:
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise LosslessJsonError(path, f"non-finite number {value!r}")
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            raise LosslessJsonError(path, "negative zero (-0.0) has no lossless JSON form")
+        return value
+    if isinstance(value, dict | list):
+        return _CONTAINER
+    raise LosslessJsonError(path, f"{kind.__name__} is not a JSON value")
+
+
+_CONTAINER = object()
+
+
+def snapshot(value: object, *, freeze: bool = False, root: str = "value") -> Any:
+    """Validate ``value`` and return a detached deep copy of it.
+
+    With ``freeze=True`` the copy is built from :class:`FrozenDict` and :class:`FrozenList`, so nobody
+    downstream can mutate it. Shared sub-values (a DAG) are allowed and copied once per reference; a
+    cycle is an error. Raises :class:`LosslessJsonError` naming the first offending path.
+    """
+    dict_type: type[dict[str, Any]] = FrozenDict if freeze else dict
+    list_type: type[list[Any]] = FrozenList if freeze else list
+    if _check_scalar(value, root) is not _CONTAINER:
+        return value
+    # Build bottom-up: each frame collects its children, then becomes an immutable/plain container.
+    stack: list[tuple[object, str, Iterator[tuple[Any, Any]], list[Any], bool]] = []
+    active: set[int] = set()
+
+    def open_frame(container: object, path: str) -> None:
+        if id(container) in active:
+            raise LosslessJsonError(path, "cycle: a container contains itself")
+        active.add(id(container))
+        if isinstance(container, dict):
+            items = list(dict.items(container))
+            stack.append((container, path, iter(items), [], True))
+        else:
+            elements: list[Any] = list(list.__iter__(container))  # type: ignore[arg-type]
+            stack.append((container, path, enumerate(elements), [], False))
+
+    open_frame(value, root)
+    result: Any = None
+    while stack:
+        container, path, children, collected, is_dict = stack[-1]
+        advanced = False
+        for key, child in children:
+            if is_dict:
+                if type(key) is not str:
+                    raise LosslessJsonError(path, f"object key {key!r} is not a string")
+                child_path = _key_path(path, key)
+            else:
+                child_path = f"{path}[{key}]"
+            if _check_scalar(child, child_path) is _CONTAINER:
+                collected.append((key, None))
+                open_frame(child, child_path)
+                advanced = True
+                break
+            collected.append((key, child))
+        if advanced:
+            continue
+        stack.pop()
+        active.discard(id(container))
+        built: Any = dict_type(collected) if is_dict else list_type(v for _, v in collected)
+        if not stack:
+            result = built
+            break
+        parent_collected = stack[-1][3]
+        parent_collected[-1] = (parent_collected[-1][0], built)
+    return result
+
+
+def is_lossless(value: object) -> bool:
+    """True when ``value`` is in the lossless JSON domain (never raises)."""
+    try:
+        snapshot(value)
+    except LosslessJsonError:
+        return False
+    except Exception:
+        return False
+    return True
+
+
+def thaw(value: Any) -> Any:
+    """Return a mutable deep copy of a (frozen) lossless value."""
+    return snapshot(value, freeze=False)
+
+
+def _iterative_dumps(value: Any, sort_keys: bool) -> str:
+    parts: list[str] = []
+    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Raw):
+            parts.append(item.text)
+        elif isinstance(item, dict):
+            keys = sorted(item) if sort_keys else list(item)
+            pending: list[Any] = [_Raw("{")]
+            for i, key in enumerate(keys):
+                pending.append(_Raw(("," if i else "") + encode(key) + ":"))
+                pending.append(item[key])
+            pending.append(_Raw("}"))
+            stack.extend(reversed(pending))
+        elif isinstance(item, list):
+            pending = [_Raw("[")]
+            for i, element in enumerate(item):
+                if i:
+                    pending.append(_Raw(","))
+                pending.append(element)
+            pending.append(_Raw("]"))
+            stack.extend(reversed(pending))
+        else:
+            parts.append(encode(item))
+    return "".join(parts)
+
+
+class _Raw:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def dumps(value: Any, *, sort_keys: bool = False, validate: bool = True) -> str:
+    """Encode a lossless value as compact JSON text (UTF-8 characters kept, no NaN, no depth limit)."""
+    if validate:
+        snapshot(value)
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"),
+                          sort_keys=sort_keys)
+    except RecursionError:
+        return _iterative_dumps(value, sort_keys)
+
+
+def canonical_dumps(value: Any) -> str:
+    """Key-sorted compact JSON: equal values give equal text whatever their key order."""
+    return dumps(value, sort_keys=True)
+
+
+def encoded_size(value: Any) -> int:
+    """Size in bytes of the compact UTF-8 JSON encoding of a lossless value."""
+    return len(dumps(value, validate=False).encode("utf-8", "surrogatepass"))
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise LosslessJsonError("json", f"{name} is not a lossless JSON number")
+
+
+def _parse_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise LosslessJsonError("json", f"number {text} overflows a float")
+    if number == 0.0 and math.copysign(1.0, number) < 0:
+        raise LosslessJsonError("json", "negative zero (-0.0) has no lossless JSON form")
+    return number
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in result:
+            raise LosslessJsonError("json", f"duplicate object key {key!r}")
+        result[key] = item
+    return result
+
+
+def loads(text: str | bytes, *, max_bytes: int | None = None) -> Any:
+    """Strictly decode JSON text into a lossless value.
+
+    Rejects (with :class:`LosslessJsonError`): text over ``max_bytes``, invalid UTF-8 or JSON, NaN and
+    infinities, ``-0.0``, floats that overflow, duplicate keys, integers too wide to print, and nesting
+    deeper than the interpreter's recursion limit allows.
+    """
+    size = len(text) if isinstance(text, bytes) else None
+    if max_bytes is not None:
+        if size is None:
+            size = len(text.encode("utf-8", "surrogatepass"))  # type: ignore[union-attr]
+        if size > max_bytes:
+            raise LosslessJsonError("json", f"text of {size} bytes exceeds the {max_bytes}-byte limit")
+    try:
+        decoded = text.decode("utf-8") if isinstance(text, bytes) else text
+        return json.loads(decoded, parse_constant=_reject_constant, parse_float=_parse_float,
+                          object_pairs_hook=_pairs)
+    except LosslessJsonError:
+        raise
+    except RecursionError:
+        raise LosslessJsonError("json", "nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise LosslessJsonError("json", f"invalid UTF-8: {exc.reason}") from None
+    except ValueError as exc:  # JSONDecodeError and int-digit limits
+        raise LosslessJsonError("json", f"invalid JSON: {exc}") from None

@@ -1,0 +1,129 @@
+"""The lossless JSON domain: exactly what round-trips through JSON text, nothing else."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sandbox.lossless import (
+    FrozenDict,
+    FrozenList,
+    LosslessJsonError,
+    canonical_dumps,
+    dumps,
+    is_lossless,
+    loads,
+    snapshot,
+)
+
+
+def repr_short(value: Any) -> str:
+    return type(value).__name__
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False).filter(
+    lambda f: not (f == 0.0 and math.copysign(1.0, f) < 0)
+)
+scalars = st.none() | st.booleans() | st.integers() | finite | st.text()
+lossless_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=5), inner, max_size=5),
+    max_leaves=30,
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that also compares types (so True != 1 and 1 != 1.0)."""
+    if type(a) in (dict, FrozenDict) and type(b) in (dict, FrozenDict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if type(a) in (list, FrozenList) and type(b) in (list, FrozenList):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+@given(lossless_values)
+def test_lossless_values_round_trip_exactly(value: Any) -> None:
+    """It decodes what it encodes, with the same types."""
+    assert is_lossless(value)
+    assert _same(loads(dumps(value)), value)
+    assert _same(snapshot(value, freeze=True), value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [math.nan, math.inf, -math.inf, -0.0, {1: "a"}, (1, 2), {1, 2}, b"x", bytearray(b"x"), object(),
+     [1, (2,)], {"a": {"b": [math.nan]}}, 1j, 2**20000],
+    ids=repr_short,
+)
+def test_values_outside_the_domain_are_rejected(value: Any) -> None:
+    """It refuses every lossy value, however deep."""
+    assert not is_lossless(value)
+    with pytest.raises(LosslessJsonError):
+        snapshot(value)
+
+
+def test_cycles_are_rejected_and_dags_are_copied() -> None:
+    """It refuses a container that contains itself but accepts shared children."""
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    with pytest.raises(LosslessJsonError, match="cycle"):
+        snapshot(cyclic)
+    shared = {"k": 1}
+    copied = snapshot([shared, shared])
+    assert copied == [shared, shared] and copied[0] is not shared
+
+
+def test_frozen_snapshots_refuse_mutation() -> None:
+    """It returns containers that raise on every mutator."""
+    frozen = snapshot({"a": [1]}, freeze=True)
+    with pytest.raises(TypeError):
+        frozen["b"] = 2
+    with pytest.raises(TypeError):
+        frozen["a"].append(2)
+    assert json.loads(dumps(frozen)) == {"a": [1]}
+
+
+def test_deep_values_need_no_recursion() -> None:
+    """It snapshots and encodes a 5,000-deep value."""
+    deep: list[Any] = []
+    cursor = deep
+    for _ in range(5000):
+        cursor.append([])
+        cursor = cursor[0]
+    assert dumps(snapshot(deep)).count("[") == 5001
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[NaN]", "Infinity", "[-Infinity]", '{"a":1,"a":2}', "-0.0", "1e400", "[1,", "\"\\ud800", "9" * 5000],
+)
+def test_strict_decoder_rejects_lossy_or_malformed_text(text: str) -> None:
+    """It refuses text a lossless value could not have produced."""
+    with pytest.raises(LosslessJsonError):
+        loads(text)
+
+
+def test_decoder_enforces_its_byte_cap() -> None:
+    """It refuses oversized text before parsing it."""
+    with pytest.raises(LosslessJsonError, match="exceeds"):
+        loads(b"[" + b"1," * 100 + b"1]", max_bytes=50)
+
+
+@given(st.dictionaries(st.text(max_size=4), st.integers(), max_size=6))
+def test_canonical_text_ignores_key_order(mapping: dict[str, int]) -> None:
+    """It gives the same text for the same mapping in any insertion order."""
+    reversed_mapping = dict(reversed(list(mapping.items())))
+    assert canonical_dumps(mapping) == canonical_dumps(reversed_mapping)
+
+
+@given(st.binary(max_size=200))
+def test_decoder_is_total_on_random_bytes(data: bytes) -> None:
+    """It either decodes or raises LosslessJsonError, never anything else."""
+    with contextlib.suppress(LosslessJsonError):
+        loads(data)
