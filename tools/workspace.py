@@ -1,0 +1,537 @@
+"""Workspace tools: read, write, list and search text files confined to one root directory.
+
+``workspace_tools(root)`` returns four definitions (``read_text``, ``write_text``, ``list_files``,
+``grep``) backed by one :class:`Workspace`. Every path a model passes is relative to the root and is
+resolved by :class:`Workspace` itself, one component at a time, through directory file descriptors
+opened with ``O_NOFOLLOW``:
+
+* empty paths, NUL bytes, absolute paths and ``..`` that climbs above the root are refused before the
+  file system is touched;
+* a symbolic link is followed only after its target has been checked to stay inside the root (links
+  inside the workspace work; links pointing out, including symlinked parent directories, are refused);
+* because each step opens the next component relative to an already-open directory and never follows
+  a link implicitly, swapping a directory for a link between the check and the use (a rename race)
+  cannot redirect the operation outside the root - the open fails instead;
+* writes go to a temporary file in the target directory that is then renamed over the target, so a
+  concurrent reader sees the old or the new text, never half of it, and a hard or symbolic link at the
+  target is replaced rather than written through.
+
+What is *not* a boundary: hard links that already exist inside the root (they are ordinary files here),
+and bind mounts. Special files (FIFOs, devices, sockets) are refused, never opened for blocking reads.
+
+Reads are concurrency-safe; writes are exclusive (the scheduler runs them alone, and the workspace
+serialises them with its own lock as well). Every failure is a :class:`runtime.ToolError` with a message
+that says what was wrong and what to do: confinement violations are ``DENIED``, malformed arguments
+``INVALID_ARGS``, everything else (missing file, too large, not text) ``TOOL_FAILED``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from runtime.errors import ToolArgsError, ToolDeniedError, ToolError, ToolExecutionError, UsageError
+
+__all__ = (
+    "DEFAULT_LIMITS",
+    "GrepMatch",
+    "Workspace",
+    "WorkspaceLimits",
+)
+
+_MIB = 1024 * 1024
+_SYMLINK_HOPS = 40
+_SKIPPED_DIRS = frozenset({".git", ".hg", ".svn"})
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkspaceLimits:
+    """Bounds of the workspace tools; every one is stated in the model-facing descriptions.
+
+    ``max_read_bytes`` caps ``read_text`` (larger files are an error, not truncated),
+    ``max_write_bytes`` caps the UTF-8 size of ``write_text``, ``max_list_files`` the entries one
+    ``list_files`` returns, ``max_grep_matches`` the matches one ``grep`` returns, ``max_grep_file_bytes``
+    the size of a file ``grep`` still searches (larger ones are skipped) and ``max_grep_line_chars`` the
+    length of a reported matching line (longer lines are cut and end with ``...``).
+    """
+
+    max_read_bytes: int = _MIB
+    max_write_bytes: int = _MIB
+    max_list_files: int = 5000
+    max_grep_matches: int = 200
+    max_grep_file_bytes: int = _MIB
+    max_grep_line_chars: int = 400
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_read_bytes",
+            "max_write_bytes",
+            "max_list_files",
+            "max_grep_matches",
+            "max_grep_file_bytes",
+            "max_grep_line_chars",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise UsageError(f"WorkspaceLimits.{name} must be a positive integer, got {value!r}")
+
+
+DEFAULT_LIMITS = WorkspaceLimits()
+
+
+@dataclass(frozen=True)
+class GrepMatch:
+    """One matching line: the root-relative ``path``, the 1-based ``line`` number and its ``text``."""
+
+    path: str
+    line: int
+    text: str
+
+
+def _denied(message: str) -> ToolError:
+    return ToolDeniedError(message)
+
+
+def _failed(message: str) -> ToolError:
+    return ToolExecutionError(message)
+
+
+def _split(path: object, *, field: str, allow_root: bool) -> list[str]:
+    """Check a model-supplied path lexically and split it into components (``.`` and empties dropped).
+
+    ``..`` components are kept: they are resolved physically by :meth:`Workspace._walk`, which refuses
+    climbing above the root. A path naming the root itself (``.``) yields ``[]`` when ``allow_root``.
+    """
+    if not isinstance(path, str):
+        raise ToolArgsError([f'"{field}" must be a string'])
+    if path == "":
+        raise ToolArgsError([f'"{field}" must not be empty; use "." for the workspace root'])
+    if "\x00" in path:
+        raise _denied(f'"{field}" contains a NUL byte; paths with NUL bytes are refused')
+    if path.startswith("/") or (len(path) > 1 and path[1] == ":" and path[0].isalpha()):
+        raise _denied(
+            f'"{field}" {path!r} is absolute; use a path relative to the workspace root, '
+            'for example "docs/notes.md"'
+        )
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    depth = 0
+    for part in parts:
+        depth = depth - 1 if part == ".." else depth + 1
+        if depth < 0:
+            raise _denied(f'"{field}" {path!r} escapes the workspace root through ".."')
+    if not parts and not allow_root:
+        raise ToolArgsError([f'"{field}" {path!r} names the workspace root, not a file'])
+    return parts
+
+
+def _display(parts: list[str]) -> str:
+    """The lexically normalised, root-relative form of a path that is echoed back to the model."""
+    out: list[str] = []
+    for part in parts:
+        if part == "..":
+            out.pop()
+        else:
+            out.append(part)
+    return "/".join(out) if out else "."
+
+
+class _Walk:
+    """The directory descriptors of a resolved path: ``fds[-1]`` holds the final component ``name``.
+
+    ``logical`` is the real root-relative directory of ``fds[-1]`` (no links in it). ``name`` is ``None``
+    when the path is the root or a directory that was opened completely.
+    """
+
+    def __init__(self, root_fd: int) -> None:
+        self.fds: list[int] = [root_fd]
+        self.logical: list[str] = []
+        self.name: str | None = None
+
+    @property
+    def dir_fd(self) -> int:
+        return self.fds[-1]
+
+    def push(self, fd: int, name: str) -> None:
+        self.fds.append(fd)
+        self.logical.append(name)
+
+    def pop(self) -> None:
+        os.close(self.fds.pop())
+        self.logical.pop()
+
+    def reset(self) -> None:
+        while len(self.fds) > 1:
+            self.pop()
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds.clear()
+
+    def relative(self, name: str | None = None) -> str:
+        parts = [*self.logical, name] if name is not None else self.logical
+        return "/".join(parts) if parts else "."
+
+
+class Workspace:
+    """File operations confined to ``root``; the engine behind the workspace tools.
+
+    The root is resolved once, at construction, and must be an existing directory (otherwise
+    :class:`runtime.UsageError`). Methods are synchronous and raise :class:`runtime.ToolError`; the tool
+    bodies run them in a worker thread. ``write_lock`` serialises writes of this workspace.
+    """
+
+    def __init__(self, root: str | Path = ".", *, limits: WorkspaceLimits | None = None) -> None:
+        try:
+            resolved = Path(root).resolve(strict=True)
+        except (OSError, RuntimeError) as exc:
+            message = f"workspace root {str(root)!r} does not exist or cannot be resolved: {exc}"
+            raise UsageError(message) from exc
+        if not resolved.is_dir():
+            raise UsageError(f"workspace root {str(resolved)!r} is not a directory")
+        self.root = resolved
+        self.limits = limits or DEFAULT_LIMITS
+        self.write_lock = anyio.Lock()
+
+    # -- resolution -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _walk(self, parts: list[str], *, shown: str, create_dirs: bool = False) -> Iterator[_Walk]:
+        """Resolve ``parts`` inside the root, following only links whose targets stay inside.
+
+        Every intermediate component is opened as a directory with ``O_NOFOLLOW`` relative to its parent's
+        descriptor; a link is read with ``readlink`` and its target spliced into the remaining components
+        after the containment check, so no step ever lets the kernel follow a link on its own. The final
+        component is left unopened in ``walk.name`` (unless it is a directory reached through ``..`` or a
+        link, which the caller sees as ``name`` of its last real component).
+        """
+        try:
+            root_fd = os.open(self.root, _DIR_FLAGS)
+        except OSError as exc:
+            raise _failed(f"workspace root {str(self.root)!r} cannot be opened: {exc.strerror}") from exc
+        walk = _Walk(root_fd)
+        try:
+            pending = list(parts)
+            hops = 0
+            while pending:
+                part = pending.pop(0)
+                if part in ("", "."):
+                    continue
+                if part == "..":
+                    if not walk.logical:
+                        raise _denied(f"{shown!r} resolves outside the workspace root")
+                    walk.pop()
+                    continue
+                try:
+                    info = os.stat(part, dir_fd=walk.dir_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    if pending and create_dirs:
+                        os.mkdir(part, 0o755, dir_fd=walk.dir_fd)
+                        info = os.stat(part, dir_fd=walk.dir_fd, follow_symlinks=False)
+                    elif pending:
+                        missing = walk.relative(part)
+                        raise _failed(f"{shown!r}: directory {missing!r} does not exist") from None
+                    else:
+                        walk.name = part
+                        break
+                if stat.S_ISLNK(info.st_mode):
+                    hops += 1
+                    if hops > _SYMLINK_HOPS:
+                        raise _failed(f"{shown!r}: too many levels of symbolic links")
+                    target = os.readlink(part, dir_fd=walk.dir_fd)
+                    pending[:0] = self._link_target(walk, part, target, shown)
+                    continue
+                if not pending:
+                    walk.name = part
+                    break
+                if not stat.S_ISDIR(info.st_mode):
+                    raise _failed(f"{shown!r}: {walk.relative(part)!r} is not a directory")
+                walk.push(self._open_dir(walk.dir_fd, part, shown), part)
+            yield walk
+        except OSError as exc:
+            raise _failed(f"{shown!r}: {exc.strerror or exc}") from exc
+        finally:
+            walk.close()
+
+    def _link_target(self, walk: _Walk, part: str, target: str, shown: str) -> list[str]:
+        """Components to resolve in place of the link ``part``; refuses targets outside the root."""
+        if "\x00" in target or target == "":
+            raise _denied(f"{shown!r}: symbolic link {walk.relative(part)!r} has an unusable target")
+        if target.startswith("/"):
+            absolute = os.path.normpath(target)
+            root = str(self.root)
+            if absolute != root and not absolute.startswith(root.rstrip("/") + "/"):
+                raise _denied(
+                    f"{shown!r}: symbolic link {walk.relative(part)!r} points outside the workspace root"
+                )
+            walk.reset()
+            return [p for p in absolute[len(root) :].split("/") if p]
+        depth = len(walk.logical)
+        for piece in target.split("/"):
+            if piece == "..":
+                depth -= 1
+            elif piece not in ("", "."):
+                depth += 1
+            if depth < 0:
+                raise _denied(
+                    f"{shown!r}: symbolic link {walk.relative(part)!r} points outside the workspace root"
+                )
+        return [p for p in target.split("/") if p]
+
+    @staticmethod
+    def _open_dir(dir_fd: int, name: str, shown: str) -> int:
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise _denied(f"{shown!r}: {name!r} changed while it was being resolved; refused") from exc
+            raise
+
+    def _open_target_dir(self, walk: _Walk, shown: str) -> int:
+        """The descriptor of the directory a resolved walk names (the root, or its final component)."""
+        if walk.name is None:
+            return os.dup(walk.dir_fd)
+        try:
+            info = os.stat(walk.name, dir_fd=walk.dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            raise _failed(f"{shown!r} does not exist") from None
+        if not stat.S_ISDIR(info.st_mode):
+            raise _failed(f"{shown!r} is not a directory")
+        return self._open_dir(walk.dir_fd, walk.name, shown)
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def _read_bytes(self, dir_fd: int, name: str, shown: str, max_bytes: int) -> bytes:
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+        except FileNotFoundError:
+            raise _failed(f"{shown!r} does not exist; list_files shows the files that do") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _denied(f"{shown!r} changed into a symbolic link while being opened; refused") from exc
+            raise
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise _failed(f"{shown!r} is a directory; use list_files to see what it contains")
+            if not stat.S_ISREG(info.st_mode):
+                raise _failed(f"{shown!r} is not a regular file")
+            if info.st_size > max_bytes:
+                raise _failed(f"{shown!r} is {info.st_size} bytes, over the {max_bytes}-byte limit; use grep")
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb", closefd=True) as handle:
+            data = handle.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise _failed(f"{shown!r} is over the {max_bytes}-byte limit; use grep to find the part you need")
+        return data
+
+    @staticmethod
+    def _decode(data: bytes, shown: str) -> str:
+        if b"\x00" in data:
+            raise _failed(f"{shown!r} is a binary file (it contains NUL bytes), not text")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _failed(f"{shown!r} is not UTF-8 text (byte {exc.start} cannot be decoded)") from exc
+
+    def read_text(self, path: object) -> tuple[str, str]:
+        """Return ``(normalised path, text)`` of a UTF-8 file of at most ``max_read_bytes``."""
+        parts = _split(path, field="path", allow_root=False)
+        shown = _display(parts)
+        with self._walk(parts, shown=shown) as walk:
+            if walk.name is None:
+                raise _failed(f"{shown!r} is a directory; use list_files to see what it contains")
+            data = self._read_bytes(walk.dir_fd, walk.name, shown, self.limits.max_read_bytes)
+        return shown, self._decode(data, shown)
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def write_text(self, path: object, text: object) -> tuple[str, int]:
+        """Replace (or create) a file with ``text`` as UTF-8; returns ``(normalised path, bytes)``.
+
+        Missing parent directories are created. The write is atomic: a temporary sibling is written and
+        renamed over the target.
+        """
+        parts = _split(path, field="path", allow_root=False)
+        shown = _display(parts)
+        if not isinstance(text, str):
+            raise ToolArgsError(['"text" must be a string'])
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ToolArgsError([f'"text" cannot be encoded as UTF-8 (character {exc.start})']) from exc
+        if len(data) > self.limits.max_write_bytes:
+            cap = self.limits.max_write_bytes
+            raise _failed(f"text is {len(data)} bytes, over the {cap}-byte write limit")
+        with self._walk(parts, shown=shown, create_dirs=True) as walk:
+            if walk.name is None:
+                raise _failed(f"{shown!r} is a directory, not a file")
+            with contextlib.suppress(FileNotFoundError):
+                info = os.stat(walk.name, dir_fd=walk.dir_fd, follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    raise _failed(f"{shown!r} is a directory, not a file")
+                if not stat.S_ISREG(info.st_mode):
+                    raise _failed(f"{shown!r} is not a regular file; refusing to replace it")
+            self._replace(walk.dir_fd, walk.name, data)
+        return shown, len(data)
+
+    @staticmethod
+    def _replace(dir_fd: int, name: str, data: bytes) -> None:
+        temp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temp, flags, 0o644, dir_fd=dir_fd)
+        try:
+            with os.fdopen(fd, "wb", closefd=True) as handle:
+                handle.write(data)
+            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
+            raise
+
+    # -- listing and searching --------------------------------------------------------------------
+
+    @staticmethod
+    def _files(top_fd: int, prefix: list[str]) -> Iterator[tuple[str, int]]:
+        """Yield ``(root-relative path, parent fd)`` for the regular files under ``top_fd``, depth first and
+        sorted per directory, skipping VCS directories. Links are yielded with ``-1`` as parent fd so that
+        the caller resolves them through :meth:`_walk`; directory links are never descended (no cycles,
+        no escapes)."""
+        stack: list[tuple[int, list[str]]] = [(top_fd, prefix)]
+        owned: list[int] = []
+        try:
+            while stack:
+                fd, rel = stack.pop()
+                with os.scandir(fd) as scan:
+                    entries = sorted(scan, key=lambda entry: entry.name)
+                subdirs: list[tuple[int, list[str]]] = []
+                for entry in entries:
+                    path = "/".join([*rel, entry.name])
+                    if entry.is_symlink():
+                        yield path, -1
+                    elif entry.is_dir(follow_symlinks=False):
+                        if entry.name in _SKIPPED_DIRS:
+                            continue
+                        try:
+                            child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                        except OSError:
+                            continue
+                        owned.append(child)
+                        subdirs.append((child, [*rel, entry.name]))
+                    elif entry.is_file(follow_symlinks=False):
+                        yield path, fd
+                stack.extend(reversed(subdirs))
+        finally:
+            for fd in owned:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def _link_is_file(self, path: str) -> bool:
+        """Whether a link found while listing resolves, inside the root, to a regular file."""
+        try:
+            with self._walk(path.split("/"), shown=path) as walk:
+                if walk.name is None:
+                    return False
+                info = os.stat(walk.name, dir_fd=walk.dir_fd, follow_symlinks=False)
+                return stat.S_ISREG(info.st_mode)
+        except (ToolError, OSError):
+            return False
+
+    def _scan(self, dir_path: object, visit: Callable[[str, int, str], bool]) -> None:
+        """Call ``visit(path, parent_fd, name)`` for every listable file under ``dir_path`` until it returns
+        ``False``. ``dir_path`` may also name a single file."""
+        if dir_path is None:
+            dir_path = "."
+        parts = _split(dir_path, field="dir", allow_root=True)
+        shown = _display(parts)
+        with self._walk(parts, shown=shown) as walk:
+            if walk.name is not None:
+                info = os.stat(walk.name, dir_fd=walk.dir_fd, follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode):
+                    visit(walk.relative(walk.name), walk.dir_fd, walk.name)
+                    return
+            top = self._open_target_dir(walk, shown)
+            base = [*walk.logical, walk.name] if walk.name is not None else list(walk.logical)
+            try:
+                for path, parent_fd in self._files(top, base):
+                    name = path.rsplit("/", 1)[-1]
+                    if parent_fd == -1:
+                        if not self._link_is_file(path):
+                            continue
+                        with self._walk(path.split("/"), shown=path) as link_walk:
+                            if link_walk.name is None or not visit(path, link_walk.dir_fd, link_walk.name):
+                                return
+                        continue
+                    if not visit(path, parent_fd, name):
+                        return
+            finally:
+                os.close(top)
+
+    def list_files(self, dir_path: object = None) -> tuple[list[str], bool]:
+        """Root-relative paths of the files under ``dir_path``, sorted, and whether the list was cut."""
+        found: list[str] = []
+        truncated = False
+        cap = self.limits.max_list_files
+
+        def visit(path: str, _fd: int, _name: str) -> bool:
+            nonlocal truncated
+            if len(found) >= cap:
+                truncated = True
+                return False
+            found.append(path)
+            return True
+
+        self._scan(dir_path, visit)
+        return sorted(found), truncated
+
+    def grep(self, pattern: object, dir_path: object = None) -> tuple[list[GrepMatch], bool]:
+        """Lines matching the regular expression ``pattern`` (``re.search``) in text files under
+        ``dir_path``; binary, non-UTF-8 and over-size files are skipped. Returns the matches in path and
+        line order and whether the list was cut at ``max_grep_matches``."""
+        if not isinstance(pattern, str):
+            raise ToolArgsError(['"pattern" must be a string'])
+        if pattern == "":
+            raise ToolArgsError(['"pattern" must not be empty'])
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ToolArgsError([f'"pattern" is not a valid Python regular expression: {exc}']) from exc
+        limits = self.limits
+        matches: list[GrepMatch] = []
+        truncated = False
+
+        def visit(path: str, fd: int, name: str) -> bool:
+            nonlocal truncated
+            try:
+                text = self._decode(self._read_bytes(fd, name, path, limits.max_grep_file_bytes), path)
+            except (ToolError, OSError):
+                return True
+            for number, line in enumerate(text.splitlines(), start=1):
+                if regex.search(line) is None:
+                    continue
+                if len(matches) >= limits.max_grep_matches:
+                    truncated = True
+                    return False
+                if len(line) > limits.max_grep_line_chars:
+                    line = line[: limits.max_grep_line_chars] + "..."
+                matches.append(GrepMatch(path, number, line))
+            return True
+
+        self._scan(dir_path, visit)
+        matches.sort(key=lambda match: (match.path, match.line))
+        return matches, truncated
+
