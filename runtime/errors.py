@@ -19,7 +19,14 @@ Tree::
         ├── JsonSchemaError            UNSUPPORTED_SCHEMA
         ├── DefinitionError            INVALID_DEFINITION
         ├── ReservedNameError          RESERVED_NAME
-        └── DuplicateToolError         DUPLICATE_TOOL
+        ├── DuplicateToolError         DUPLICATE_TOOL
+        ├── RestrictionError           INVALID_RESTRICTION (restrict() without scope, empty or unknown names)
+        ├── PresentationError          INVALID_PRESENTATION (present_as() without scope, or a second one)
+        ├── CodeRuntimeMissingError    CODE_RUNTIME_REQUIRED (code/both mode without a code runtime)
+        ├── UnknownLanguageError       UNKNOWN_CODE_LANGUAGE (a code runtime in a language we cannot render)
+        ├── ConfigError                INVALID_CONFIG     (bad ToolRuntime options)
+        ├── PromptError                INVALID_PROMPT     (prompt assembly misuse, e.g. a bad tool_order)
+        └── EventLogError              INVALID_EVENT_LOG  (an event log export that cannot be replayed)
 
 Codes are class attributes, unique across the tree (a test enforces it) and never reused. Messages say
 what happened and, where there is one, what to do about it.
@@ -33,12 +40,18 @@ __all__ = (
     "AbortedBeforeDispatchError",
     "AbortedError",
     "CodeRunFailedError",
+    "CodeRuntimeMissingError",
     "CodemodeError",
+    "ConfigError",
     "DefinitionError",
     "DuplicateToolError",
+    "EventLogError",
     "JsonSchemaError",
     "PolicyError",
+    "PresentationError",
+    "PromptError",
     "ReservedNameError",
+    "RestrictionError",
     "ToolArgsError",
     "ToolDeniedError",
     "ToolError",
@@ -47,6 +60,7 @@ __all__ = (
     "ToolOutputError",
     "ToolStalledError",
     "ToolTimeoutError",
+    "UnknownLanguageError",
     "UsageError",
     "all_error_classes",
 )
@@ -189,6 +203,63 @@ class DuplicateToolError(UsageError):
     """A name is already registered in the same layer."""
 
     code: ClassVar[str] = "DUPLICATE_TOOL"
+
+
+class RestrictionError(UsageError):
+    """``restrict()`` was called without a scope, with an empty filter, or naming unknown tools."""
+
+    code: ClassVar[str] = "INVALID_RESTRICTION"
+
+
+class PresentationError(UsageError):
+    """``present_as()`` was called without a scope, or twice for one scope."""
+
+    code: ClassVar[str] = "INVALID_PRESENTATION"
+
+
+class CodeRuntimeMissingError(UsageError):
+    """A ``code``/``both`` presentation needs a code runtime and none was given.
+
+    ``mode`` is the *effective* mode of the scope that needed it (not the runtime-wide default).
+    """
+
+    code: ClassVar[str] = "CODE_RUNTIME_REQUIRED"
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        super().__init__(
+            f'mode "{mode}" requires a code runtime: pass code_runtime= to ToolRuntime '
+            '(e.g. tools.run_code.PythonCodeRuntime()) or use mode "native"'
+        )
+
+
+class UnknownLanguageError(UsageError):
+    """The code runtime names a language for which no SDK renderer exists."""
+
+    code: ClassVar[str] = "UNKNOWN_CODE_LANGUAGE"
+
+    def __init__(self, language: str, known: tuple[str, ...]) -> None:
+        self.language = language
+        listed = ", ".join(f'"{name}"' for name in known)
+        super().__init__(f'no SDK renderer registered for runtime language "{language}" (known: {listed})')
+
+
+class ConfigError(UsageError):
+    """A :class:`~runtime.ToolRuntime` option is out of range."""
+
+    code: ClassVar[str] = "INVALID_CONFIG"
+
+
+class PromptError(UsageError):
+    """Prompt assembly was asked for something impossible (e.g. ``tool_order`` naming an unknown tool)."""
+
+    code: ClassVar[str] = "INVALID_PROMPT"
+
+
+class EventLogError(UsageError):
+    """An exported event log is malformed (bad JSON line, non-increasing seq, dangling link)."""
+
+    code: ClassVar[str] = "INVALID_EVENT_LOG"
 
 
 def all_error_classes() -> tuple[type[CodemodeError], ...]:

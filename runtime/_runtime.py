@@ -1,0 +1,319 @@
+"""``ToolRuntime``: the public façade over the registry, the pipeline stages, modes and prompt assembly."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
+
+import anyio
+import anyio.abc
+
+from .cancel import CancelSignal, Disposer
+from .definitions import ToolDefinition, ToolOutput, define_tool
+from .errors import CodeRuntimeMissingError, ConfigError, DefinitionError, UnknownLanguageError
+from .hooks import AroundHook, Guard, PostExecuteHook, PreExecuteHook, ResultObserver
+from .modes import KNOWN_LANGUAGES, RUN_CODE, Mode, collapses, parse_mode
+from .pipeline import ExecutionToken, Stages
+from .prompt import AssembleHook, Prompt, assemble_prompt
+from .registry import Registry, SectionSpec, _Once
+from .results import ToolResult
+from .scope import Scope
+
+if TYPE_CHECKING:
+    from .modes import CodeRuntime
+
+__all__ = ("ToolRuntime",)
+
+_T = TypeVar("_T")
+
+
+def _positive_int(value: object, label: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{label} must be a positive integer, not {value!r}")
+    return value
+
+
+class ToolRuntime:
+    """The tool runtime: register tools, shape what each scope sees, and execute calls.
+
+    Use as ``async with ToolRuntime(...) as rt:`` so that resources (worker pools, background drains)
+    are owned and released; :meth:`execute` also works outside the context for simple uses.
+    """
+
+    def __init__(
+        self,
+        mode: Mode | str = "native",
+        *,
+        max_parallel_tool_calls: int = 10,
+        max_parallel_sub_calls: int = 10,
+        approval: Any = None,
+        code_runtime: CodeRuntime | None = None,
+    ) -> None:
+        self.mode = parse_mode(mode)
+        self.max_parallel_tool_calls = _positive_int(max_parallel_tool_calls, "max_parallel_tool_calls")
+        self.max_parallel_sub_calls = _positive_int(max_parallel_sub_calls, "max_parallel_sub_calls")
+        if approval is not None and not callable(getattr(approval, "request", None)):
+            raise ConfigError("approval must have an async request(ApprovalRequest) -> str method")
+        if code_runtime is not None and not all(
+                hasattr(code_runtime, attr) for attr in ("language", "run_code_definition", "render_sdk")):
+            raise ConfigError("code_runtime must provide language, run_code_definition(rt) and render_sdk()")
+        self.approval = approval
+        self.code_runtime = code_runtime
+        self._run_code: ToolDefinition | None = None
+        self._registry = Registry(self.mode, self._run_code_definition)
+        self._assemble_hooks: list[AssembleHook] = []
+        self.stages = Stages(self)
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self.closed = False
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Self:
+        if self.closed or self._stack is not None:
+            raise RuntimeError("a ToolRuntime can be entered once")
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            self._task_group = await stack.enter_async_context(anyio.create_task_group())
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack = stack
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool | None:
+        stack, self._stack = self._stack, None
+        self.closed = True
+        self._task_group = None
+        if stack is not None:
+            return await stack.__aexit__(exc_type, exc, tb)
+        return None
+
+    async def enter_async_context(self, manager: contextlib.AbstractAsyncContextManager[_T]) -> _T:
+        """Tie ``manager``'s lifetime to this runtime (closed, in reverse order, when the runtime exits)."""
+        if self._stack is None:
+            raise RuntimeError("enter_async_context() needs the runtime to be entered (async with)")
+        return await self._stack.enter_async_context(manager)
+
+    def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any,
+                   name: str | None = None) -> None:
+        """Run ``fn(*args)`` in the runtime's own task group; the runtime awaits it when it exits."""
+        if self._task_group is None:
+            raise RuntimeError("start_soon() needs the runtime to be entered (async with)")
+        self._task_group.start_soon(fn, *args, name=name)
+
+    # ------------------------------------------------------------------------------ registry
+
+    def register(self, definition: ToolDefinition, *, scope: Scope | None = None) -> Disposer:
+        """Register a tool globally or in ``scope`` (shadowing inherited ones); returns its disposer."""
+        return self._registry.register(definition, scope)
+
+    def restrict(self, scope: Scope | None, *, allow: Iterable[str] | None = None,
+                 deny: Iterable[str] | None = None) -> Disposer:
+        """Narrow the inherited tools of ``scope`` (restrictions intersect along the chain)."""
+        return self._registry.restrict(scope, allow, deny)
+
+    def guard(self, fn: Guard, *, scope: Scope | None = None) -> Disposer:
+        """Add a guard ``fn(call) -> reason | None``; a reason denies (guards can only deny)."""
+        return self._registry.guard(fn, scope)
+
+    def present_as(self, scope: Scope | None, mode: Mode | str) -> Disposer:
+        """Override the presentation mode for ``scope`` and its descendants (one per scope)."""
+        return self._registry.present_as(scope, mode)
+
+    def mode_for(self, scope: Scope | None = None) -> Mode:
+        """The effective mode of ``scope``: the nearest ``present_as`` on its chain, else ``mode``."""
+        return self._registry.mode_for(scope)
+
+    def collapses(self, name: str, scope: Scope | None, nested: bool) -> bool:
+        """True when a call of ``name`` from ``scope`` is reachable only from a ``run_code`` program."""
+        return collapses(name, self._registry.mode_for(scope), nested)
+
+    def get(self, name: str, scope: Scope | None = None) -> ToolDefinition | None:
+        """The definition ``scope`` sees under ``name`` (incl. ``run_code`` in code/both), or None."""
+        return self._registry.view(scope).visible.get(name)
+
+    def definitions(self, scope: Scope | None = None) -> tuple[ToolDefinition, ...]:
+        """Every definition visible to ``scope``, in view order."""
+        return tuple(self._registry.view(scope).visible.values())
+
+    def code_visible(self, scope: Scope | None = None) -> tuple[ToolDefinition, ...]:
+        """What a ``run_code`` program of ``scope`` can call: the visible set minus ``run_code``.
+
+        The SDK section and the program's bindings are both built from this.
+        """
+        return tuple(d for name, d in self._registry.view(scope).visible.items() if name != RUN_CODE)
+
+    def schemas(self, scope: Scope | None = None) -> list[dict[str, Any]]:
+        """Detached ``{"name", "description", "parameters"}`` projections of the visible set."""
+        return [definition.schema() for definition in self.definitions(scope)]
+
+    def execution_mode(self, name: str, args: Any, scope: Scope | None = None) -> Literal["parallel",
+                                                                                             "exclusive"]:
+        """``"parallel"`` when the tool's classifier says the call may overlap, else ``"exclusive"``."""
+        definition = self.stages.resolve(name, scope, False)
+        classify = None if definition is None else definition.is_concurrency_safe
+        if classify is None:
+            return "exclusive"
+        try:
+            return "parallel" if classify(args) is True else "exclusive"
+        except Exception:
+            return "exclusive"
+
+    # ------------------------------------------------------------------------------ hooks
+
+    def on_pre_execute(self, fn: PreExecuteHook, *, scope: Scope | None = None) -> Disposer:
+        """Add a pre-execute hook ``async fn(call, call_next) -> Allow | Deny | Ask``."""
+        return _add(self.stages.pre_hooks, scope, fn)
+
+    def around_execute(self, fn: AroundHook, *, scope: Scope | None = None) -> Disposer:
+        """Add a wrapper ``async fn(call, call_next) -> ToolResult`` around dispatch."""
+        return _add(self.stages.around_hooks, scope, fn)
+
+    def on_post_execute(self, fn: PostExecuteHook, *, scope: Scope | None = None) -> Disposer:
+        """Add a post-execute hook ``async fn(call, result, call_next) -> Accept | Block``."""
+        return _add(self.stages.post_hooks, scope, fn)
+
+    def on_result(self, fn: ResultObserver, *, scope: Scope | None = None) -> Disposer:
+        """Add an observer ``fn(call, result)`` (sync or async); its failures are logged, not raised."""
+        return _add(self.stages.observers, scope, fn)
+
+    # ------------------------------------------------------------------------------ execution
+
+    async def execute(self, name: str, arguments: Any, *, call_id: str | None = None,
+                      root_call_id: str | None = None, agent: Scope | None = None,
+                      parent: ExecutionToken | None = None, cancel: CancelSignal | None = None) -> ToolResult:
+        """Run one call through the whole pipeline and return its frozen result (never raises for it)."""
+        stages = self.stages
+        execution = stages.create(name, arguments, call_id=call_id, root_call_id=root_call_id, agent=agent,
+                                  parent=parent, cancel=cancel)
+        prepared = await stages.prepare(execution)
+        if prepared.result is None:
+            return await stages.finish(await stages.dispatch(prepared))
+        return await stages.finish(prepared)
+
+    async def execute_tool_calls(self, calls: Sequence[Any], *, agent: Scope | None = None,
+                                 cancel: CancelSignal | None = None) -> Any:
+        """Run one model turn's tool calls under the native scheduling contract (``runtime.scheduler``)."""
+        from . import scheduler
+
+        execute_tool_calls: Any = getattr(scheduler, "execute_tool_calls")  # noqa: B009 (optional module)
+        return await execute_tool_calls(self, calls, agent=agent, cancel=cancel)
+
+    # ------------------------------------------------------------------------------ code mode
+
+    def require_code_runtime(self, scope: Scope | None = None) -> CodeRuntime:
+        """The code runtime for a non-native scope; raises naming the scope's EFFECTIVE mode."""
+        runtime = self.code_runtime
+        if runtime is None:
+            raise CodeRuntimeMissingError(str(self._registry.mode_for(scope)))
+        language = runtime.language
+        if not isinstance(language, str) or language not in KNOWN_LANGUAGES:
+            raise UnknownLanguageError(str(language), KNOWN_LANGUAGES)
+        return runtime
+
+    def render_sdk(self, scope: Scope | None = None) -> str:
+        """The ``tools:sdk`` section body for ``scope`` (its code-visible set)."""
+        text = self.require_code_runtime(scope).render_sdk(self.code_visible(scope))
+        if not isinstance(text, str):
+            raise DefinitionError(f"code_runtime.render_sdk() returned {type(text).__name__}, not a string")
+        return text
+
+    def _run_code_definition(self) -> ToolDefinition:
+        if self._run_code is None:
+            self._run_code = self._build_run_code()
+        return self._run_code
+
+    def _build_run_code(self) -> ToolDefinition:
+        runtime = self.code_runtime
+        if runtime is None or runtime.language not in KNOWN_LANGUAGES:
+            return _unavailable_run_code(self)
+        definition = runtime.run_code_definition(self)
+        if not isinstance(definition, ToolDefinition) or definition.name != RUN_CODE:
+            raise DefinitionError(f'code_runtime.run_code_definition() must return a ToolDefinition named '
+                                  f'"{RUN_CODE}", got {definition!r}')
+        return definition
+
+    # ------------------------------------------------------------------------------ prompt
+
+    def add_section(self, name: str, *, order: int, text: str | Callable[[Scope | None], str],
+                    scope: Scope | None = None) -> Disposer:
+        """Add a prompt section (a string or ``fn(scope) -> str``); scoped sections shadow by name."""
+        if not isinstance(name, str) or not name:
+            raise ConfigError("a prompt section needs a non-empty name")
+        if isinstance(order, bool) or not isinstance(order, int):
+            raise ConfigError(f'prompt section "{name}" order must be an integer')
+        return self._registry.add_section(SectionSpec(name, order, text), scope)
+
+    def on_assemble(self, fn: AssembleHook) -> Disposer:
+        """Add a final transform ``fn(prompt, scope) -> Prompt`` of every assembly (its answer wins)."""
+        hooks = self._assemble_hooks
+        hooks.append(fn)
+
+        def dispose() -> None:
+            for index, item in enumerate(hooks):
+                if item is fn:
+                    del hooks[index]
+                    return
+
+        return _Once(dispose)
+
+    def prompt(self, scope: Scope | None = None, *, tool_order: Sequence[str] | None = None) -> Prompt:
+        """What the model is offered in ``scope`` (a closed runtime offers nothing)."""
+        if self.closed:
+            return Prompt((), ())
+        return assemble_prompt(self, scope, tool_order=tool_order)
+
+
+def _add(hooks: list[tuple[Scope | None, Callable[..., Any]]], scope: Scope | None,
+         fn: Callable[..., Any]) -> Disposer:
+    if not callable(fn):
+        raise TypeError("a hook must be callable")
+    if scope is not None and not isinstance(scope, Scope):
+        raise TypeError(f"hook scope must be a runtime.Scope or None, not {type(scope).__name__}")
+    entry = (scope, fn)
+    hooks.append(entry)
+
+    def dispose() -> None:
+        for index, item in enumerate(hooks):
+            if item is entry:
+                del hooks[index]
+                return
+
+    return _Once(dispose)
+
+
+_RUN_CODE_OUTPUT = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}},
+    "required": ["logs"],
+}
+
+
+def _unavailable_run_code(runtime: ToolRuntime) -> ToolDefinition:
+    """The reserved ``run_code`` stand-in when no usable code runtime is configured: it always fails."""
+
+    async def execute(args: Any, ctx: Any) -> Any:
+        runtime.require_code_runtime(ctx.agent)
+        raise CodeRuntimeMissingError(str(runtime.mode_for(ctx.agent)))
+
+    return define_tool(
+        name=RUN_CODE,
+        description=("Execute a Python program against the available tools. `code` is the BODY of an async "
+                     "function (top-level `await` and `return <value>` work); `description` is a short "
+                     "active-voice summary shown to the user. No code runtime is configured, so every "
+                     "call fails."),
+        parameters={
+            "code": {"type": "string", "required": True,
+                     "description": "The program: the body of an async Python function."},
+            "description": {"type": "string", "required": True,
+                            "description": "A clear 5-10 word active-voice summary of the program."},
+        },
+        output=ToolOutput(schema=_RUN_CODE_OUTPUT, render=lambda args, value: []),
+        execute=execute,
+    )
