@@ -84,13 +84,8 @@ from .schema import validate_value as validate_value
 from .scope import Agent as Agent
 from .scope import Scope as Scope
 
-__all__ = (
+__all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_api.py)
     "APPROVAL_OUTCOMES",
-    "KNOWN_LANGUAGES",
-    "NEVER",
-    "RUN_CODE",
-    "UNLISTED_TOOLS",
-    "UNSET",
     "AbortedBeforeDispatchError",
     "AbortedError",
     "Accept",
@@ -121,7 +116,9 @@ __all__ = (
     "ExecutionToken",
     "Guard",
     "JsonSchemaError",
+    "KNOWN_LANGUAGES",
     "Mode",
+    "NEVER",
     "PolicyError",
     "PostDecision",
     "PostExecuteHook",
@@ -130,6 +127,7 @@ __all__ = (
     "PresentationError",
     "Prompt",
     "PromptError",
+    "RUN_CODE",
     "ReservedNameError",
     "ResourceClaims",
     "RestrictionError",
@@ -153,6 +151,8 @@ __all__ = (
     "ToolRuntime",
     "ToolStalledError",
     "ToolTimeoutError",
+    "UNLISTED_TOOLS",
+    "UNSET",
     "UnknownLanguageError",
     "UsageError",
     "check_schema",
