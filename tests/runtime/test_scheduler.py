@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime._lane import EXCLUSIVE, NOTHING, PARALLEL, Footprint, OrderedLane
+from runtime._runtime import ToolRuntime
+from runtime.cancel import CancelSource
+from runtime.definitions import ResourceClaims, ToolDefinition, ToolOutput, define_tool
+from runtime.errors import AbortedBeforeDispatchError, ToolArgsError, ToolError
+from runtime.events import project_tool_history
+from runtime.results import ToolResult
+from runtime.scheduler import ToolCallRequest, execute_tool_calls, open_sub_lane, parse_arguments
+from runtime.scope import Agent
 
 
 @pytest.fixture
@@ -345,3 +356,499 @@ def test_lane_order_and_cap_hold_for_any_mix(kinds: list[str], cap: int, order: 
         assert overlap_with_exclusive == []
 
     anyio.run(scenario)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the model-turn scheduler over the real pipeline
+
+
+@dataclass
+class _Probe:
+    """Records what the tools of one test did (body start/end, hook stages) and the peak overlap."""
+
+    log: list[str] = field(default_factory=list)
+    running: int = 0
+    peak: int = 0
+    flags: dict[str, bool] = field(default_factory=dict)
+
+
+def _render(args: Any, value: Any) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": f"{value}"}]
+
+
+def _tool(probe: _Probe, name: str, *, safe: bool | Callable[[Any], bool] = True,
+          claims: Callable[[Any], ResourceClaims | None] | None = None,
+          timeout_ms: float | None = None) -> ToolDefinition:
+    """A tool sleeping ``args["ms"]`` milliseconds while the probe counts overlapping bodies."""
+
+    async def execute(args: Any, ctx: Any) -> dict[str, Any]:
+        tag = args.get("tag", ctx.call_id)
+        probe.running += 1
+        probe.peak = max(probe.peak, probe.running)
+        probe.log.append(f"body:{tag}")
+        try:
+            await anyio.sleep(args.get("ms", 0) / 1000)
+        finally:
+            probe.running -= 1
+        probe.log.append(f"done:{tag}")
+        return {"tag": tag}
+
+    always: Callable[[Any], bool] = lambda args: True  # noqa: E731 - a named constant classifier
+    classify = safe if callable(safe) else (always if safe else None)
+    return define_tool(
+        name=name, description=f"test tool {name}",
+        parameters={"ms": {"type": "integer"}, "tag": {"type": "string"}, "path": {"type": "string"},
+                    "mode": {"type": "string"}},
+        output=ToolOutput(schema={"type": "object"}, render=_render), execute=execute,
+        is_concurrency_safe=classify, claims=claims, timeout_ms=timeout_ms)
+
+
+def _calls(*specs: tuple[str, dict[str, Any]]) -> list[ToolCallRequest]:
+    return [ToolCallRequest(f"c{i}", name, json.dumps(args)) for i, (name, args) in enumerate(specs)]
+
+
+@pytest.fixture
+async def rt() -> AsyncIterator[ToolRuntime]:
+    async with ToolRuntime(max_parallel_tool_calls=10, max_parallel_sub_calls=10) as runtime:
+        yield runtime
+
+
+@pytest.fixture
+def probe() -> _Probe:
+    return _Probe()
+
+
+@pytest.fixture
+def agent() -> Agent:
+    return Agent("tester")
+
+
+def _hook_order(rt: ToolRuntime, probe: _Probe) -> None:
+    async def pre(call: Any, call_next: Callable[[], Awaitable[Any]]) -> Any:
+        probe.log.append(f"pre:{call.call_id}")
+        await anyio.lowlevel.checkpoint()
+        return await call_next()
+
+    async def post(call: Any, result: Any, call_next: Callable[[], Awaitable[Any]]) -> Any:
+        probe.log.append(f"post:{call.call_id}")
+        await anyio.lowlevel.checkpoint()
+        return await call_next()
+
+    rt.on_pre_execute(pre)
+    rt.on_post_execute(post)
+
+
+def _tagged(probe: _Probe, prefix: str) -> list[str]:
+    return [entry.split(":", 1)[1] for entry in probe.log if entry.startswith(prefix + ":")]
+
+
+@pytest.mark.anyio
+async def test_turn_commits_in_model_order_when_bodies_finish_in_reverse(
+        rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
+    """It returns results, runs post-execute and appends events in model order under reverse completion."""
+    rt.register(_tool(probe, "sleep"))
+    _hook_order(rt, probe)
+    calls = _calls(*[("sleep", {"ms": 40 - 10 * i, "tag": f"c{i}"}) for i in range(4)])
+    with anyio.fail_after(5):
+        results = await execute_tool_calls(rt, calls, agent=agent)
+    assert [r.value["tag"] for r in results] == ["c0", "c1", "c2", "c3"]
+    assert _tagged(probe, "done") == ["c3", "c2", "c1", "c0"]
+    assert _tagged(probe, "pre") == ["c0", "c1", "c2", "c3"]
+    assert _tagged(probe, "post") == ["c0", "c1", "c2", "c3"]
+    assert probe.peak == 4
+    types = [event.type for event in agent.events]
+    assert types == ["tool/call"] * 4 + ["tool/result"] * 4
+    history = project_tool_history(agent.events)
+    assert [(h.call_id, h.settled, h.is_error) for h in history] == [(f"c{i}", True, False) for i in range(4)]
+    results_events = agent.events.of_type("tool/result")
+    assert [e.data["call_seq"] for e in results_events] == [1, 2, 3, 4]
+
+
+@pytest.mark.anyio
+async def test_turn_pre_execute_never_overlaps(rt: ToolRuntime, probe: _Probe) -> None:
+    """It awaits each call's pre-execute before the next call's pre-execute starts."""
+    rt.register(_tool(probe, "sleep"))
+    active: list[str] = []
+    overlaps: list[str] = []
+
+    async def slow_pre(call: Any, call_next: Callable[[], Awaitable[Any]]) -> Any:
+        if active:
+            overlaps.append(call.call_id)
+        active.append(call.call_id)
+        await anyio.sleep(0.01 if call.call_id == "c0" else 0)
+        active.remove(call.call_id)
+        return await call_next()
+
+    rt.on_pre_execute(slow_pre)
+    with anyio.fail_after(5):
+        await execute_tool_calls(rt, _calls(*[("sleep", {"ms": 1})] * 4))
+    assert overlaps == []
+
+
+@pytest.mark.anyio
+async def test_turn_exclusive_call_is_a_barrier(rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
+    """It runs an exclusive call alone, after earlier calls committed and before later ones start."""
+    rt.register(_tool(probe, "sleep"))
+    rt.register(_tool(probe, "write", safe=False))
+    _hook_order(rt, probe)
+    calls = _calls(("sleep", {"ms": 20, "tag": "a"}), ("sleep", {"ms": 5, "tag": "b"}),
+                   ("write", {"ms": 5, "tag": "x"}), ("sleep", {"ms": 5, "tag": "c"}),
+                   ("sleep", {"ms": 5, "tag": "d"}))
+    with anyio.fail_after(5):
+        results = await execute_tool_calls(rt, calls, agent=agent)
+    log = probe.log
+    assert [r.value["tag"] for r in results] == ["a", "b", "x", "c", "d"]
+    assert log.index("body:x") > log.index("post:c1")  # waited for the parallel prefix to commit
+    assert log.index("pre:c3") > log.index("post:c2")  # later calls wait for the barrier's commit
+    assert log.index("body:b") < log.index("done:a")  # the prefix overlapped
+    assert log.index("body:d") < log.index("done:c")  # and so did the suffix
+    assert probe.peak == 2
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("cap", [1, 3, 5])
+async def test_turn_pool_is_capped_by_max_parallel_tool_calls(probe: _Probe, cap: int) -> None:
+    """It never runs more than ``max_parallel_tool_calls`` bodies at once, and reaches the cap."""
+    async with ToolRuntime(max_parallel_tool_calls=cap) as runtime:
+        runtime.register(_tool(probe, "sleep"))
+        calls = _calls(*[("sleep", {"ms": 3 + i % 4}) for i in range(16)])
+        with anyio.fail_after(5):
+            results = await execute_tool_calls(runtime, calls)
+    assert probe.peak == cap
+    assert all(not r.is_error for r in results)
+
+
+@pytest.mark.anyio
+async def test_turn_reclassifies_each_call_right_before_it_starts(rt: ToolRuntime, probe: _Probe) -> None:
+    """It asks the classifier when a call is about to start, so an earlier call can change the answer."""
+    switch = {"safe": True}
+
+    async def flip(args: Any, ctx: Any) -> dict[str, Any]:
+        switch["safe"] = False
+        return {"tag": "flip"}
+
+    rt.register(define_tool(name="flip", description="flips the switch", parameters={},
+                            output=ToolOutput(schema={"type": "object"}, render=_render), execute=flip,
+                            is_concurrency_safe=lambda args: True))
+    rt.register(_tool(probe, "maybe", safe=lambda args: switch["safe"]))
+    _hook_order(rt, probe)
+    calls = _calls(("flip", {}), ("maybe", {"ms": 10, "tag": "m1"}), ("maybe", {"ms": 10, "tag": "m2"}))
+    with anyio.fail_after(5):
+        await execute_tool_calls(rt, calls)
+    # "maybe" was parallel when the batch was built; c2 is classified when it starts, after flip ran
+    assert probe.log.index("pre:c2") > probe.log.index("post:c1")
+    assert probe.peak == 1
+
+
+@pytest.mark.anyio
+async def test_turn_resource_claims_overlap_disjoint_writes_and_serialise_conflicts(
+        rt: ToolRuntime, probe: _Probe) -> None:
+    """It overlaps writes to different files and serialises a write and a read of the same file."""
+
+    def file_claims(args: Any) -> ResourceClaims:
+        path = args.get("path", "")
+        if args.get("mode") == "read":
+            return ResourceClaims(reads=frozenset({path}))
+        return ResourceClaims(writes=frozenset({path}))
+
+    rt.register(_tool(probe, "fs", safe=False, claims=file_claims))
+    calls = _calls(("fs", {"ms": 20, "tag": "w-a", "path": "a.txt"}),
+                   ("fs", {"ms": 20, "tag": "w-b", "path": "b.txt"}),
+                   ("fs", {"ms": 5, "tag": "r-a", "path": "a.txt", "mode": "read"}),
+                   ("fs", {"ms": 5, "tag": "w-b2", "path": "b.txt"}))
+    with anyio.fail_after(5):
+        results = await execute_tool_calls(rt, calls)
+    log = probe.log
+    assert [r.value["tag"] for r in results] == ["w-a", "w-b", "r-a", "w-b2"]
+    assert log.index("body:w-b") < log.index("done:w-a")  # disjoint writes overlapped
+    assert log.index("body:r-a") > log.index("done:w-a")  # the reader waited for the writer of a.txt
+    assert log.index("body:w-b2") > log.index("done:w-b")  # two writers of b.txt never overlap
+
+
+@pytest.mark.anyio
+async def test_turn_undeclared_tool_stays_exclusive_next_to_claims(rt: ToolRuntime, probe: _Probe) -> None:
+    """It keeps a tool with neither claims nor a concurrency classifier exclusive."""
+    rt.register(_tool(probe, "fs", safe=False,
+                      claims=lambda args: ResourceClaims(writes=frozenset({args.get("path", "")}))))
+    rt.register(_tool(probe, "plain", safe=False))
+    calls = _calls(("fs", {"ms": 10, "tag": "w", "path": "a"}), ("plain", {"ms": 1, "tag": "p"}))
+    with anyio.fail_after(5):
+        await execute_tool_calls(rt, calls)
+    assert probe.log.index("body:p") > probe.log.index("done:w")
+
+
+@pytest.mark.anyio
+async def test_turn_argument_text_parsing(rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
+    """It treats empty text as {}, parses JSON, and fails only the call whose text is not JSON."""
+    rt.register(_tool(probe, "sleep"))
+    calls = [ToolCallRequest("e", "sleep", ""), ToolCallRequest("bad", "sleep", '{"ms": 1,'),
+             ToolCallRequest("ok", "sleep", '{"tag": "fine"}'),
+             ToolCallRequest("nan", "sleep", '{"ms": NaN}')]
+    with anyio.fail_after(5):
+        results = await execute_tool_calls(rt, calls, agent=agent)
+    assert results[0].value == {"tag": "e"}
+    assert results[1].code == "INVALID_ARGS"
+    assert "argument text is not valid JSON" in results[1].error.message  # type: ignore[union-attr]
+    assert results[2].value == {"tag": "fine"}
+    assert results[3].code == "INVALID_ARGS"
+    calls_logged = agent.events.of_type("tool/call")
+    assert [e.data["arguments"] for e in calls_logged] == ["", '{"ms": 1,', '{"tag": "fine"}', '{"ms": NaN}']
+    assert [h.error_code for h in project_tool_history(agent.events)] == [None, "INVALID_ARGS", None,
+                                                                          "INVALID_ARGS"]
+
+
+@pytest.mark.anyio
+async def test_turn_cancellation_drains_started_and_pairs_the_unstarted(
+        probe: _Probe, agent: Agent) -> None:
+    """It stops starting on cancel, commits started calls, then records aborted pairs for the rest."""
+    async with ToolRuntime(max_parallel_tool_calls=2) as runtime:
+        runtime.register(_tool(probe, "sleep"))
+        source = CancelSource()
+        calls = _calls(*[("sleep", {"ms": 2000, "tag": f"t{i}"}) for i in range(5)])
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as group:
+                box: list[list[ToolResult]] = []
+
+                async def run() -> None:
+                    box.append(await execute_tool_calls(runtime, calls, agent=agent, cancel=source.signal))
+
+                group.start_soon(run)
+                await _wait_for(lambda: probe.running == 2)
+                source.cancel("user interrupted")
+    results = box[0]
+    assert [r.code for r in results] == ["ABORTED", "ABORTED"] + ["ABORTED_BEFORE_DISPATCH"] * 3
+    assert results[2].error.message == "tool call aborted before dispatch"  # type: ignore[union-attr]
+    assert _tagged(probe, "body") == ["t0", "t1"]
+    types = [e.type for e in agent.events]
+    assert types == (["tool/call", "tool/call", "tool/result", "tool/result"]
+                     + ["tool/call", "tool/result"] * 3)
+    history = project_tool_history(agent.events)
+    assert [h.call_id for h in history] == ["c0", "c1", "c2", "c3", "c4"]
+    assert all(h.settled for h in history)
+
+
+@pytest.mark.anyio
+async def test_turn_pre_cancelled_batch_starts_nothing(rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
+    """It records an aborted pair for every call when the signal fired before the turn."""
+    rt.register(_tool(probe, "sleep"))
+    source = CancelSource()
+    source.cancel("too late")
+    with anyio.fail_after(5):
+        results = await execute_tool_calls(rt, _calls(("sleep", {}), ("sleep", {})), agent=agent,
+                                           cancel=source.signal)
+    assert [r.code for r in results] == ["ABORTED_BEFORE_DISPATCH"] * 2
+    assert probe.log == []
+    assert [e.type for e in agent.events] == ["tool/call", "tool/result"] * 2
+
+
+@pytest.mark.anyio
+async def test_turn_through_the_runtime_method(rt: ToolRuntime, probe: _Probe) -> None:
+    """It is reachable as ``rt.execute_tool_calls`` and returns [] for an empty batch."""
+    rt.register(_tool(probe, "sleep"))
+    with anyio.fail_after(5):
+        assert await rt.execute_tool_calls([]) == []
+        results = await rt.execute_tool_calls(_calls(("sleep", {"tag": "x"})))
+    assert results[0].value == {"tag": "x"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("calls", "kwargs", "message"), [
+    ("not a list", {}, "calls must be a sequence"),
+    ([("c", "sleep", "{}")], {}, r"calls\[0\] must be a ToolCallRequest"),
+    ([], {"agent": "me"}, "agent must be"),
+    ([], {"cancel": True}, "cancel must be"),
+])
+async def test_turn_rejects_bad_input_clearly(rt: ToolRuntime, calls: Any, kwargs: dict[str, Any],
+                                              message: str) -> None:
+    """It raises a TypeError naming the bad parameter."""
+    with pytest.raises(TypeError, match=message):
+        await execute_tool_calls(rt, calls, **kwargs)
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    (("", "n", "{}"), "call_id must be a non-empty string"),
+    ((1, "n", "{}"), "call_id must be a str"),
+    (("c", None, "{}"), "name must be a str"),
+    (("c", "n", {}), "arguments_text must be a str"),
+])
+def test_tool_call_request_validates_its_fields(fields: tuple[Any, Any, Any], message: str) -> None:
+    """It refuses a malformed tool-call block at construction."""
+    with pytest.raises((TypeError, ValueError), match=message):
+        ToolCallRequest(*fields)
+
+
+@given(st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=4))
+def test_parse_arguments_round_trips_json_objects(value: dict[str, Any]) -> None:
+    """It parses any JSON object text back to the same value."""
+    assert parse_arguments(json.dumps(value)) == value
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the run_code child lane
+
+
+@dataclass
+class _Outer:
+    call_id: str
+    root_call_id: str
+    agent: Any
+    token: Any
+
+
+def _outer(rt: ToolRuntime, agent: Agent | None, call_id: str = "run-1") -> _Outer:
+    execution = rt.stages.create("run_code", {}, call_id=call_id, agent=agent)
+    return _Outer(call_id, call_id, agent, execution.token)
+
+
+@pytest.mark.anyio
+async def test_sub_lane_numbers_children_and_delivers_in_submission_order(
+        rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
+    """It numbers child calls ``<outer>:code:<n>``, overlaps safe ones and delivers in submission order."""
+    rt.register(_tool(probe, "sleep"))
+    _hook_order(rt, probe)
+    delivered: list[str] = []
+    with anyio.fail_after(5):
+        async with open_sub_lane(rt, outer_call=_outer(rt, agent)) as lane, \
+                anyio.create_task_group() as group:
+            async def call(ms: int, tag: str) -> None:
+                result = await lane.submit("sleep", {"ms": ms, "tag": tag})
+                delivered.append(result.value["tag"])
+
+            for i, ms in enumerate((30, 20, 10)):
+                group.start_soon(call, ms, f"s{i}")
+                await anyio.lowlevel.checkpoint()
+    assert delivered == ["s0", "s1", "s2"]
+    assert _tagged(probe, "done") == ["s2", "s1", "s0"]
+    assert _tagged(probe, "post") == ["run-1:code:1", "run-1:code:2", "run-1:code:3"]
+    assert probe.peak == 3
+    starts = agent.events.of_type("tool/code-dispatch-start")
+    settles = agent.events.of_type("tool/code-dispatch")
+    assert [e.data["sub_call_id"] for e in starts] == ["run-1:code:1", "run-1:code:2", "run-1:code:3"]
+    assert [e.data["sub_call_id"] for e in settles] == ["run-1:code:1", "run-1:code:2", "run-1:code:3"]
+    assert {e.data["parent_call_id"] for e in starts} == {"run-1"}
+    assert {e.data["root_call_id"] for e in settles} == {"run-1"}
+    assert all(e.data["is_error"] is False for e in settles)
+    assert settles[0].data["content"] == [{"type": "text", "text": "{'tag': 's0'}"}]
+
+
+@pytest.mark.anyio
+async def test_sub_lane_children_carry_the_outer_identity(rt: ToolRuntime, agent: Agent) -> None:
+    """It gives each child the outer root call id, the outer agent and the outer token as parent."""
+    seen: list[Any] = []
+
+    async def record(args: Any, ctx: Any) -> dict[str, Any]:
+        seen.append((ctx.call_id, ctx.root_call_id, ctx.agent, ctx.parent))
+        return {}
+
+    rt.register(define_tool(name="who", description="records identity", parameters={},
+                            output=ToolOutput(schema={"type": "object"}, render=_render), execute=record))
+    outer = _outer(rt, agent, "outer-7")
+    with anyio.fail_after(5):
+        async with open_sub_lane(rt, outer_call=outer) as lane:
+            await lane.submit("who", {})
+            await lane.submit("who", {})
+    assert seen == [("outer-7:code:1", "outer-7", agent, outer.token),
+                    ("outer-7:code:2", "outer-7", agent, outer.token)]
+
+
+@pytest.mark.anyio
+async def test_sub_lane_exclusive_children_never_overlap(rt: ToolRuntime, probe: _Probe) -> None:
+    """It runs exclusive child calls one at a time even when the program gathers them."""
+    rt.register(_tool(probe, "write", safe=False))
+    with anyio.fail_after(5):
+        async with open_sub_lane(rt, outer_call=_outer(rt, None)) as lane, \
+                anyio.create_task_group() as group:
+            for i in range(4):
+                group.start_soon(lane.submit, "write", {"ms": 3, "tag": f"w{i}"})
+    assert probe.peak == 1
+    assert _tagged(probe, "body") == ["w0", "w1", "w2", "w3"]
+
+
+@pytest.mark.anyio
+async def test_sub_lane_cap_bounds_overlap(probe: _Probe) -> None:
+    """It keeps at most ``max_parallel_sub_calls`` child bodies running."""
+    async with ToolRuntime(max_parallel_sub_calls=2) as runtime:
+        runtime.register(_tool(probe, "sleep"))
+        with anyio.fail_after(5):
+            async with open_sub_lane(runtime, outer_call=_outer(runtime, None)) as lane, \
+                    anyio.create_task_group() as group:
+                for i in range(7):
+                    group.start_soon(lane.submit, "sleep", {"ms": 4, "tag": f"s{i}"})
+            assert lane.peak_running == 2
+    assert probe.peak == 2
+
+
+@pytest.mark.anyio
+async def test_sub_lane_close_abandons_queued_and_cancels_in_flight(
+        rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
+    """It rejects queued calls as abandoned, aborts in-flight bodies and settles every started call once."""
+    rt.register(_tool(probe, "write", safe=False))
+    outcomes: dict[str, str] = {}
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            async with open_sub_lane(rt, outer_call=_outer(rt, agent)) as lane:
+                async def call(tag: str) -> None:
+                    try:
+                        result = await lane.submit("write", {"ms": 5000, "tag": tag})
+                    except ToolError as exc:
+                        outcomes[tag] = f"{exc.code}: {exc.message}"
+                    else:
+                        outcomes[tag] = f"result {result.code}"
+
+                for tag in ("a", "b", "c"):
+                    group.start_soon(call, tag)
+                await _wait_for(lambda: probe.running == 1)
+            with pytest.raises(AbortedBeforeDispatchError, match="write not dispatched"):
+                await lane.submit("write", {})
+    assert outcomes["a"] == "ABORTED: run_code run is over (run_code settled); write result discarded"
+    assert outcomes["b"] == ("ABORTED_BEFORE_DISPATCH: run_code run is over (run_code settled); "
+                             "write tool call abandoned")
+    assert outcomes["c"] == outcomes["b"]
+    assert [e.type for e in agent.events] == ["tool/code-dispatch-start", "tool/code-dispatch"]
+    assert agent.events[1].data["is_error"] is True
+    assert lane.submitted == 3
+
+
+@pytest.mark.anyio
+async def test_sub_lane_follows_the_outer_cancellation(rt: ToolRuntime, probe: _Probe) -> None:
+    """It aborts children when the outer call's signal fires, with the outer reason."""
+    rt.register(_tool(probe, "sleep"))
+    source = CancelSource()
+    outcomes: list[str] = []
+    with anyio.fail_after(5):
+        async with open_sub_lane(rt, outer_call=_outer(rt, None), cancel=source.signal) as lane:
+            async def call() -> None:
+                try:
+                    await lane.submit("sleep", {"ms": 5000})
+                except ToolError as exc:
+                    outcomes.append(exc.message)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(call)
+                await _wait_for(lambda: probe.running == 1)
+                source.cancel("user stop")
+    assert outcomes == ["run_code run is over (user stop); sleep result discarded"]
+
+
+@pytest.mark.anyio
+async def test_sub_lane_rejects_non_json_arguments_without_numbering(rt: ToolRuntime, probe: _Probe) -> None:
+    """It refuses arguments outside lossless JSON before dispatching or numbering anything."""
+    rt.register(_tool(probe, "sleep"))
+    with anyio.fail_after(5):
+        async with open_sub_lane(rt, outer_call=_outer(rt, None)) as lane:
+            with pytest.raises(ToolArgsError, match="tool arguments must be lossless JSON"):
+                await lane.submit("sleep", {"ms": float("nan")})
+            assert lane.submitted == 0
+            result = await lane.submit("sleep", {"tag": "ok"})
+    assert result.value == {"tag": "ok"}
+    assert lane.submitted == 1
+
+
+@pytest.mark.anyio
+async def test_sub_lane_without_agent_still_dispatches(rt: ToolRuntime, probe: _Probe) -> None:
+    """It runs child calls with no agent and appends no events."""
+    rt.register(_tool(probe, "sleep"))
+    with anyio.fail_after(5):
+        async with open_sub_lane(rt, outer_call=_outer(rt, None)) as lane:
+            result = await lane.submit("sleep", {"tag": "x"})
+    assert result.value == {"tag": "x"}
