@@ -1,0 +1,214 @@
+"""Compile a program: parse it, wrap it as the body of an async function, apply the policy, compile.
+
+A program is the *body* of an ``async def``: top-level ``await`` and ``return`` work. The program is
+parsed as a module and its statement list becomes the body of a generated ``async def`` (so every node
+keeps the program's own line numbers). Names the program binds at its top level are declared
+``global`` in that function, so they live in the run's globals exactly as in a module (and persist in a
+notebook-style session); functions defined at the top level see each other as in a script.
+
+Every policy diagnostic of a program is reported at once, sorted by line, as one
+:class:`ProgramPolicyError`; a program that does not parse (or that CPython's compiler rejects after the
+policy, e.g. ``await`` inside a plain ``def``) raises :class:`ProgramSyntaxError`. Both carry ``kind``
+(``"syntax"``/``"policy"``), a stable ``code`` and the :class:`CompileDiagnostics`.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from dataclasses import dataclass
+from types import CodeType
+from typing import ClassVar
+
+from .policy import ENTRY_NAME, NO_VALUE_NAME, RESERVED_GLOBALS, ProgramPolicy
+
+__all__ = (
+    "CompileDiagnostics",
+    "CompiledProgram",
+    "ProgramCompileError",
+    "ProgramPolicyError",
+    "ProgramSyntaxError",
+    "compile_program",
+)
+
+
+@dataclass(frozen=True)
+class CompileDiagnostics:
+    """Every problem found in a program, each as ``"line N: message"``."""
+
+    errors: tuple[str, ...]
+
+
+class ProgramCompileError(Exception):
+    """A program was rejected before running; ``str(err)`` lists every diagnostic, one per line."""
+
+    code: ClassVar[str] = "PROGRAM_REJECTED"
+    kind: ClassVar[str] = "syntax"
+
+    def __init__(self, diagnostics: CompileDiagnostics) -> None:
+        self.diagnostics = diagnostics
+        super().__init__("\n".join(diagnostics.errors))
+
+
+class ProgramSyntaxError(ProgramCompileError):
+    """The program is not valid Python (as the body of an async function)."""
+
+    code: ClassVar[str] = "PROGRAM_SYNTAX"
+    kind: ClassVar[str] = "syntax"
+
+
+class ProgramPolicyError(ProgramCompileError):
+    """The program uses a construct or a name the sandbox's language policy does not allow."""
+
+    code: ClassVar[str] = "PROGRAM_POLICY"
+    kind: ClassVar[str] = "policy"
+
+
+@dataclass(frozen=True)
+class CompiledProgram:
+    """A program ready for :func:`sandbox.interpreter.run_program` (immutable, reusable)."""
+
+    code: CodeType
+    filename: str
+    source_lines: tuple[str, ...]
+
+
+def _syntax(line: int | None, message: str) -> ProgramSyntaxError:
+    return ProgramSyntaxError(CompileDiagnostics((f"line {line or 0}: {message}",)))
+
+
+class _TopLevelNames(ast.NodeVisitor):
+    """Names bound by the program's top-level scope (not inside functions, classes or comprehensions)."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, None] = {}
+
+    def _bind(self, name: str) -> None:
+        if not name.startswith("_") and name not in RESERVED_GLOBALS:
+            self.names[name] = None
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            self._bind(node.id)
+
+    def _visit_signature(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        for default in [*node.args.defaults, *node.args.kw_defaults]:
+            if default is not None:
+                self.visit(default)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._bind(node.name)
+        for decorator in node.decorator_list:
+            self.visit(decorator)
+        self._visit_signature(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self._bind(node.name)
+        for decorator in node.decorator_list:
+            self.visit(decorator)
+        self._visit_signature(node)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._visit_signature(node)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._bind(node.name)
+        for child in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
+            self.visit(child)
+
+    def _visit_comprehension(
+            self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
+        for generator in node.generators:
+            self.visit(generator.iter)
+            for condition in generator.ifs:
+                self.visit(condition)
+        for child in ([node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]):
+            self.visit(child)
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _visit_comprehension
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        if isinstance(node.target, ast.Name):
+            self._bind(node.target.id)
+        self.visit(node.value)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._bind(alias.asname or alias.name.split(".")[0])
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        for alias in node.names:
+            if alias.name != "*":
+                self._bind(alias.asname or alias.name)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self._bind(node.name)
+        self.generic_visit(node)
+
+
+def _parse(source: str, filename: str) -> ast.Module:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(source, filename, "exec")
+    except SyntaxError as exc:
+        raise _syntax(exc.lineno, f"{type(exc).__name__}: {exc.msg}") from None
+    except ValueError as exc:  # e.g. "source code string cannot contain null bytes"
+        raise _syntax(0, f"SyntaxError: {exc}") from None
+    except RecursionError:
+        raise _syntax(0, "SyntaxError: the program nests too deeply to parse") from None
+
+
+def _wrap(body: list[ast.stmt]) -> ast.Module:
+    entry = ast.AsyncFunctionDef(
+        name=ENTRY_NAME, args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                            kw_defaults=[], kwarg=None, defaults=[]),
+        body=body, decorator_list=[], returns=None, type_comment=None)
+    last_line = max((getattr(stmt, "end_lineno", 1) or 1 for stmt in body), default=1)
+    entry.lineno, entry.end_lineno, entry.col_offset, entry.end_col_offset = 1, last_line, 0, 0
+    return ast.Module(body=[entry], type_ignores=[])
+
+
+def compile_program(source: str, *, filename: str = "<program>") -> CompiledProgram:
+    """Compile ``source`` as the body of an async function under the sandbox's language policy.
+
+    Raises :class:`ProgramSyntaxError` or :class:`ProgramPolicyError` (with every diagnostic at once);
+    never anything else for any ``str`` input.
+    """
+    if not isinstance(source, str):
+        raise _syntax(0, f"a program must be text (str), not {type(source).__name__}")
+    tree = _parse(source, filename)
+    collector = _TopLevelNames()
+    for stmt in tree.body:
+        collector.visit(stmt)
+    module = _wrap(tree.body)
+    policy = ProgramPolicy()
+    try:
+        policy.visit(module)
+    except RecursionError:
+        raise ProgramPolicyError(CompileDiagnostics(("line 0: the program nests too deeply",))) from None
+    if policy.diagnostics:
+        ordered = sorted(dict.fromkeys(policy.diagnostics), key=lambda item: item[0])
+        raise ProgramPolicyError(CompileDiagnostics(tuple(f"line {n}: {m}" for n, m in ordered)))
+    entry = module.body[0]
+    assert isinstance(entry, ast.AsyncFunctionDef)
+    last_line = max((getattr(stmt, "end_lineno", 1) or 1 for stmt in entry.body), default=1)
+    tail = ast.Return(value=ast.Name(NO_VALUE_NAME, ast.Load()))
+    head: list[ast.stmt] = [ast.Global(names=list(collector.names))]
+    entry.body = [*(head if collector.names else []), *entry.body, tail]
+    for node, line in ((entry, 1), (head[0], 1), (tail, last_line), (tail.value, last_line)):
+        assert node is not None
+        node.lineno = line
+        node.end_lineno = last_line if node is entry else line
+        node.col_offset = node.end_col_offset = 0
+    ast.fix_missing_locations(module)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            code = compile(module, filename, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        raise _syntax(exc.lineno, f"{type(exc).__name__}: {exc.msg}") from None
+    except (RecursionError, ValueError) as exc:
+        raise _syntax(0, f"SyntaxError: the program cannot be compiled ({type(exc).__name__})") from None
+    return CompiledProgram(code=code, filename=filename, source_lines=tuple(source.splitlines()))

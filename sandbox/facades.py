@@ -1,0 +1,416 @@
+"""Curated, read-only module facades and the restricted ``import`` that hands them out.
+
+A real module object leaks everything it imports (``json.codecs.sys.modules["os"]``), so a program never
+gets one. ``import json`` binds a :class:`ModuleFacade`: a read-only object holding only members that
+were reviewed one by one. The rules behind the lists:
+
+* Functions and classes of the allowed modules are fine to hand in when everything they can return is a
+  fresh value, a program callable's result, or another reviewed object: their ``__globals__``,
+  ``__self__`` and ``__module__`` are ``_``-names and unreachable.
+* Left out, because they bypass a guard or reach the host: ``operator.attrgetter``/``methodcaller``
+  (C-level ``getattr``), ``operator.setitem``/``delitem`` and the in-place operators (writes that skip
+  ``_write_``), ``typing.get_type_hints``/``ForwardRef`` (``eval`` of strings), ``string.Formatter``
+  (attribute walks in C), ``uuid.uuid1``/``getnode`` (may spawn processes), ``hashlib.file_digest``,
+  ``decimal.DefaultContext`` and friends (shared mutable contexts), ``enum.EnumMeta``,
+  ``dataclasses.make_dataclass``, ``json``'s ``cls=`` hook, ``asyncio`` everything but the members below.
+* Mutable module constants are handed in as immutable copies (``hashlib.algorithms_available``).
+* Helpers that modify the class or function they are given (``dataclasses.dataclass``,
+  ``functools.total_ordering``/``wraps``/``update_wrapper``) accept only the program's own.
+* ``asyncio`` returns :class:`SafeAwaitable` objects only: a program never holds a real Future, Task,
+  event loop or a coroutine of host code. Tasks started for ``gather``/``as_completed`` are recorded in
+  the run's :class:`TaskRegistry`, which the executor cancels when the run ends (nothing outlives it);
+  when one awaitable of a ``gather`` fails, the others are cancelled.
+
+Facade attribute lookups (including the ``__name__`` that ``from m import x`` consults before falling
+back to ``sys.modules``) only ever answer the reviewed members.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import bisect
+import collections
+import contextvars
+import copy
+import dataclasses
+import datetime
+import decimal
+import enum
+import fractions
+import functools
+import hashlib
+import heapq
+import itertools
+import json
+import math
+import operator
+import random
+import re
+import statistics
+import string
+import textwrap
+import types
+import typing
+import uuid
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
+from typing import Any, Final, NoReturn
+
+from .guards import is_program_class, is_program_function, register_program_class
+
+__all__ = (
+    "ALLOWED_MODULES",
+    "FACADES",
+    "ModuleFacade",
+    "SafeAwaitable",
+    "TaskRegistry",
+    "coroutine_of",
+    "guarded_import",
+)
+
+
+class ModuleFacade:
+    """A read-only stand-in for a module: only the reviewed members, no writes, no copies."""
+
+    __slots__ = ("_facade_members", "_facade_name")
+
+    def __init__(self, name: str, members: Mapping[str, object]) -> None:
+        object.__setattr__(self, "_facade_name", name)
+        object.__setattr__(self, "_facade_members", types.MappingProxyType(dict(members)))
+
+    def __getattr__(self, attr: str) -> Any:
+        name: str = object.__getattribute__(self, "_facade_name")
+        members: Mapping[str, object] = object.__getattribute__(self, "_facade_members")
+        if not attr.startswith("_") and attr in members:
+            return members[attr]
+        raise AttributeError(f"module {name!r} has no attribute {attr!r} in the sandbox", name=attr)
+
+    def _deny(self, *args: object) -> NoReturn:
+        name = object.__getattribute__(self, "_facade_name")
+        raise TypeError(f"module {name!r} is read-only in the sandbox")
+
+    __setattr__ = __delattr__ = _deny
+
+    def __repr__(self) -> str:
+        return f"<module {object.__getattribute__(self, '_facade_name')!r} (sandbox)>"
+
+    def __copy__(self) -> ModuleFacade:
+        return self
+
+    def __deepcopy__(self, memo: object) -> ModuleFacade:
+        return self
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
+        raise TypeError("modules cannot be pickled or copied in the sandbox")
+
+
+# -- awaitables and tasks --------------------------------------------------------------------------
+
+
+class SafeAwaitable:
+    """An opaque awaitable: starts its (host) coroutine only when awaited, and only once."""
+
+    __slots__ = ("_label", "_start", "_used")
+
+    def __init__(self, start: Callable[[], Coroutine[Any, Any, Any]], label: str) -> None:
+        self._start = start
+        self._label = label
+        self._used = False
+
+    def _begin(self) -> Coroutine[Any, Any, Any]:
+        if self._used:
+            raise RuntimeError(f"{self._label} was already awaited; call it again for a new result")
+        self._used = True
+        return self._start()
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self._begin().__await__()
+
+    def __repr__(self) -> str:
+        return f"<awaitable {self._label}>"
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
+        raise TypeError("awaitables cannot be copied")
+
+
+def coroutine_of(awaitable: object, where: str) -> Coroutine[Any, Any, Any]:
+    """The coroutine behind a program-held awaitable, or a TypeError saying what is accepted."""
+    if isinstance(awaitable, SafeAwaitable):
+        return awaitable._begin()
+    _check_awaitable(awaitable, where)
+    assert isinstance(awaitable, types.CoroutineType)
+    return awaitable
+
+
+def _check_awaitable(awaitable: object, where: str) -> None:
+    if not isinstance(awaitable, (SafeAwaitable, types.CoroutineType)):
+        raise TypeError(f"{where} expects awaitables (tools.NAME(...) calls, asyncio calls or calls of "
+                        f"async functions), not {type(awaitable).__name__!r}")
+
+
+class TaskRegistry:
+    """The tasks one run started through the asyncio facade; :meth:`aclose` cancels the leftovers."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def aclose(self) -> None:
+        """Cancel every unfinished task and wait for all of them (their errors are discarded)."""
+        while self._tasks:
+            pending = list(self._tasks)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            self._tasks.difference_update(pending)
+
+
+#: The registry of the run in progress (set by the executor for the duration of a run).
+CURRENT_TASKS: contextvars.ContextVar[TaskRegistry | None] = contextvars.ContextVar(
+    "codemode_sandbox_tasks", default=None)
+
+
+def _spawn(coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    registry = CURRENT_TASKS.get()
+    if registry is None:
+        coro.close()
+        raise RuntimeError("asyncio helpers are only available while a program runs")
+    return registry.spawn(coro)
+
+
+def _number(value: object, what: str, *, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    if type(value) not in (int, float) or value != value:
+        raise TypeError(f"{what} must be a number, not {type(value).__name__!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _gather(*awaitables: object, return_exceptions: bool = False) -> SafeAwaitable:
+    if type(return_exceptions) is not bool:
+        raise TypeError("return_exceptions must be True or False")
+    for item in awaitables:
+        _check_awaitable(item, "asyncio.gather()")
+    tasks = [_spawn(coroutine_of(item, "asyncio.gather()")) for item in awaitables]
+
+    async def wait() -> list[Any]:
+        try:
+            results = await asyncio.gather(*tasks, return_exceptions=return_exceptions)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
+        return list(results)
+
+    return SafeAwaitable(wait, "asyncio.gather(...)")
+
+
+def _sleep(delay: float, result: object = None) -> SafeAwaitable:
+    seconds = _number(delay, "asyncio.sleep() delay")
+    return SafeAwaitable(lambda: asyncio.sleep(seconds or 0.0, result), "asyncio.sleep(...)")
+
+
+def _wait_for(awaitable: object, timeout: float | None) -> SafeAwaitable:
+    _check_awaitable(awaitable, "asyncio.wait_for()")
+    seconds = _number(timeout, "asyncio.wait_for() timeout", optional=True)
+    return SafeAwaitable(lambda: asyncio.wait_for(coroutine_of(awaitable, "asyncio.wait_for()"), seconds),
+                         "asyncio.wait_for(...)")
+
+
+def _as_completed(awaitables: Iterable[object], *, timeout: float | None = None) -> Any:
+    items = list(awaitables)
+    for item in items:
+        _check_awaitable(item, "asyncio.as_completed()")
+    seconds = _number(timeout, "asyncio.as_completed() timeout", optional=True)
+    loop = asyncio.get_running_loop()
+    deadline = None if seconds is None else loop.time() + seconds
+    finished: asyncio.Queue[asyncio.Task[Any]] = asyncio.Queue()
+    for item in items:
+        _spawn(coroutine_of(item, "asyncio.as_completed()")).add_done_callback(finished.put_nowait)
+
+    async def next_done() -> Any:
+        if deadline is None:
+            task = await finished.get()
+        else:
+            task = await asyncio.wait_for(finished.get(), max(0.0, deadline - loop.time()))
+        return task.result()
+
+    return iter([SafeAwaitable(next_done, "asyncio.as_completed(...) item") for _ in items])
+
+
+# -- helpers that modify what they are given -------------------------------------------------------
+
+
+def _require_program_class(cls: object, where: str) -> type:
+    if not is_program_class(cls):
+        raise TypeError(f"{where} only accepts classes defined by the program")
+    assert isinstance(cls, type)
+    return cls
+
+
+def _dataclass(cls: object = None, /, **options: Any) -> Any:
+    def wrap(target: object) -> type:
+        made: type = dataclasses.dataclass(_require_program_class(target, "dataclasses.dataclass"), **options)
+        register_program_class(made)
+        return made
+
+    return wrap if cls is None else wrap(cls)
+
+
+def _total_ordering(cls: object) -> type:
+    ordered: type = functools.total_ordering(_require_program_class(cls, "functools.total_ordering"))
+    return ordered
+
+
+def _update_wrapper(wrapper: object, wrapped: object, assigned: Any = functools.WRAPPER_ASSIGNMENTS,
+                    updated: Any = functools.WRAPPER_UPDATES) -> Any:
+    if not is_program_function(wrapper):
+        raise TypeError("functools.update_wrapper/wraps only accept functions defined by the program")
+    return functools.update_wrapper(wrapper, wrapped, assigned, updated)  # type: ignore[arg-type]
+
+
+def _wraps(wrapped: object, assigned: Any = functools.WRAPPER_ASSIGNMENTS,
+           updated: Any = functools.WRAPPER_UPDATES) -> Callable[[object], Any]:
+    def decorate(wrapper: object) -> Any:
+        return _update_wrapper(wrapper, wrapped, assigned, updated)
+
+    return decorate
+
+
+def _json_dumps(obj: object, *, skipkeys: bool = False, ensure_ascii: bool = True,
+                check_circular: bool = True, allow_nan: bool = True, indent: Any = None,
+                separators: Any = None, default: Any = None, sort_keys: bool = False) -> str:
+    return json.dumps(obj, skipkeys=skipkeys, ensure_ascii=ensure_ascii, check_circular=check_circular,
+                      allow_nan=allow_nan, indent=indent, separators=separators, default=default,
+                      sort_keys=sort_keys)
+
+
+def _json_loads(text: str | bytes, *, object_hook: Any = None, parse_float: Any = None, parse_int: Any = None,
+                parse_constant: Any = None, object_pairs_hook: Any = None) -> Any:
+    return json.loads(text, object_hook=object_hook, parse_float=parse_float, parse_int=parse_int,
+                      parse_constant=parse_constant, object_pairs_hook=object_pairs_hook)
+
+
+# -- the facades -----------------------------------------------------------------------------------
+
+
+def _pick(module: types.ModuleType, names: Iterable[str]) -> dict[str, object]:
+    return {name: getattr(module, name) for name in names}
+
+
+def _public(module: types.ModuleType, exclude: Iterable[str] = ()) -> dict[str, object]:
+    skip = set(exclude)
+    return {name: getattr(module, name) for name in dir(module)
+            if not name.startswith("_") and name not in skip
+            and not isinstance(getattr(module, name), types.ModuleType)}
+
+
+_OPERATOR: Final = (
+    "abs", "add", "and_", "concat", "contains", "countOf", "eq", "floordiv", "ge", "getitem", "gt", "index",
+    "indexOf", "inv", "invert", "is_", "is_not", "itemgetter", "le", "length_hint", "lshift", "lt", "matmul",
+    "mod", "mul", "ne", "neg", "not_", "or_", "pos", "pow", "rshift", "sub", "truediv", "truth", "xor",
+)
+_STATISTICS: Final = (
+    "NormalDist", "StatisticsError", "correlation", "covariance", "fmean", "geometric_mean",
+    "harmonic_mean", "linear_regression", "mean", "median", "median_grouped", "median_high", "median_low",
+    "mode", "multimode", "pstdev", "pvariance", "quantiles", "stdev", "variance",
+)
+_RANDOM: Final = (
+    "Random", "betavariate", "choice", "choices", "expovariate", "gauss", "getrandbits", "lognormvariate",
+    "normalvariate", "randbytes", "randint", "random", "randrange", "sample", "seed", "shuffle",
+    "triangular", "uniform", "vonmisesvariate", "weibullvariate",
+)
+_TYPING: Final = (
+    "Annotated", "Any", "AsyncIterator", "Awaitable", "Callable", "ClassVar", "Collection", "Container",
+    "Coroutine", "Counter", "DefaultDict", "Deque", "Dict", "Final", "FrozenSet", "Generic", "Hashable",
+    "Iterable", "Iterator", "List", "Literal", "Mapping", "MutableMapping", "MutableSequence",
+    "MutableSet", "NamedTuple", "Never", "NoReturn", "Optional", "OrderedDict", "Protocol", "Self",
+    "Sequence", "Set", "Sized", "Tuple", "Type", "TypeAlias", "TypeVar", "TypedDict", "Union", "cast",
+    "overload",
+)
+_DECIMAL: Final = (
+    "BasicContext", "Clamped", "Context", "ConversionSyntax", "Decimal", "DecimalException",
+    "DivisionByZero", "DivisionImpossible", "DivisionUndefined", "FloatOperation", "Inexact",
+    "InvalidContext", "InvalidOperation", "MAX_EMAX", "MAX_PREC", "MIN_EMIN", "MIN_ETINY", "Overflow",
+    "ROUND_05UP", "ROUND_CEILING", "ROUND_DOWN", "ROUND_FLOOR", "ROUND_HALF_DOWN", "ROUND_HALF_EVEN",
+    "ROUND_HALF_UP", "ROUND_UP", "Rounded", "Subnormal", "Underflow", "getcontext", "localcontext",
+    "setcontext",
+)
+_BASE64: Final = (
+    "a85decode", "a85encode", "b16decode", "b16encode", "b32decode", "b32encode", "b32hexdecode",
+    "b32hexencode", "b64decode", "b64encode", "b85decode", "b85encode", "decodebytes", "encodebytes",
+    "standard_b64decode", "standard_b64encode", "urlsafe_b64decode", "urlsafe_b64encode",
+)
+_HASHLIB: Final = (
+    "blake2b", "blake2s", "md5", "new", "pbkdf2_hmac", "sha1", "sha224", "sha256", "sha384", "sha3_224",
+    "sha3_256", "sha3_384", "sha3_512", "sha512", "shake_128", "shake_256",
+)
+
+
+def _build_facades() -> dict[str, ModuleFacade]:
+    decimal_members = _pick(decimal, [n for n in _DECIMAL if n != "BasicContext"])
+    members: dict[str, dict[str, object]] = {
+        "asyncio": {"CancelledError": asyncio.CancelledError, "TimeoutError": TimeoutError,
+                    "as_completed": _as_completed, "gather": _gather, "sleep": _sleep, "wait_for": _wait_for},
+        "base64": _pick(base64, _BASE64),
+        "bisect": _public(bisect),
+        "collections": _pick(collections, ("ChainMap", "Counter", "OrderedDict", "defaultdict", "deque",
+                                           "namedtuple")),
+        "copy": _pick(copy, ("Error", "copy", "deepcopy")),
+        "dataclasses": {**_pick(dataclasses, ("FrozenInstanceError", "KW_ONLY", "MISSING", "asdict",
+                                              "astuple", "field", "fields", "is_dataclass", "replace")),
+                        "dataclass": _dataclass},
+        "datetime": _pick(datetime, ("MAXYEAR", "MINYEAR", "UTC", "date", "datetime", "time", "timedelta",
+                                     "timezone", "tzinfo")),
+        "decimal": decimal_members,
+        "enum": _pick(enum, ("Enum", "Flag", "IntEnum", "IntFlag", "StrEnum", "auto", "unique")),
+        "fractions": _pick(fractions, ("Fraction",)),
+        "functools": {**_pick(functools, ("cache", "cached_property", "cmp_to_key", "lru_cache", "partial",
+                                          "reduce")),
+                      "total_ordering": _total_ordering, "update_wrapper": _update_wrapper, "wraps": _wraps},
+        "hashlib": {**_pick(hashlib, _HASHLIB),
+                    "algorithms_available": frozenset(hashlib.algorithms_available),
+                    "algorithms_guaranteed": frozenset(hashlib.algorithms_guaranteed)},
+        "heapq": _public(heapq),
+        "itertools": _public(itertools),
+        "json": {"JSONDecodeError": json.JSONDecodeError, "dumps": _json_dumps, "loads": _json_loads},
+        "math": _public(math),
+        "operator": _pick(operator, _OPERATOR),
+        "random": _pick(random, _RANDOM),
+        "re": {**_pick(re, ("A", "ASCII", "DOTALL", "I", "IGNORECASE", "L", "LOCALE", "M", "MULTILINE",
+                            "Match", "NOFLAG", "Pattern", "RegexFlag", "S", "U", "UNICODE", "VERBOSE", "X",
+                            "compile", "error", "escape", "findall", "finditer", "fullmatch", "match",
+                            "purge", "search", "split", "sub", "subn")), "DEBUG": 0},
+        "statistics": _pick(statistics, _STATISTICS),
+        "string": _pick(string, ("Template", "ascii_letters", "ascii_lowercase", "ascii_uppercase",
+                                 "capwords", "digits", "hexdigits", "octdigits", "printable", "punctuation",
+                                 "whitespace")),
+        "textwrap": _pick(textwrap, ("TextWrapper", "dedent", "fill", "indent", "shorten", "wrap")),
+        "typing": {**_pick(typing, _TYPING), "TYPE_CHECKING": False},
+        "uuid": _pick(uuid, ("NAMESPACE_DNS", "NAMESPACE_OID", "NAMESPACE_URL", "NAMESPACE_X500", "UUID",
+                             "uuid3", "uuid4", "uuid5")),
+    }
+    return {name: ModuleFacade(name, table) for name, table in members.items()}
+
+
+#: One facade per allowed module name (built once per process; they are immutable).
+FACADES: Final[Mapping[str, ModuleFacade]] = types.MappingProxyType(_build_facades())
+#: The importable module names, sorted (quoted in ImportError messages).
+ALLOWED_MODULES: Final[tuple[str, ...]] = tuple(sorted(FACADES))
+
+
+def guarded_import(name: object, globals: object = None, locals: object = None,
+                   fromlist: object = (), level: object = 0) -> ModuleFacade:
+    """``__import__`` for programs: a facade for an allowed name, ImportError naming the list otherwise."""
+    if level != 0:
+        raise ImportError("relative imports are not available in the sandbox")
+    facade = FACADES.get(name) if type(name) is str else None
+    if facade is None:
+        raise ImportError(f"module {name!r} is not available in the sandbox; "
+                          f"allowed modules: {', '.join(ALLOWED_MODULES)}", name=str(name))
+    return facade

@@ -1,0 +1,317 @@
+"""The language policy: RestrictedPython's transformer, extended for async programs and made fast.
+
+:class:`ProgramPolicy` subclasses RestrictedPython's ``RestrictingNodeTransformer``. Everything the base
+class rejects stays rejected (``match``, ``nonlocal``, ``except*``, ``_``-names, ``exec``/``eval`` calls,
+unknown node types, ...). On top of it:
+
+* ``async def`` and ``await`` are admitted with exactly the name checks of ``def`` (the function name,
+  positional-only, regular, ``*args``, keyword-only and ``**kwargs`` parameters).
+* ``async for``, ``async with`` and async comprehensions (``comprehension.is_async``) are rejected with a
+  message that says what to use instead: nothing a program can reach implements the async iteration or
+  async context protocols, so admitting them would only half-work. ``yield`` inside an ``async def``
+  (async generators) and at the top level of a program is rejected for the same reason.
+* ``tools`` and ``ToolCallError`` cannot be rebound at the top level (or through ``global``): later code,
+  and later runs of a persistent session, rely on them.
+* Annotated assignments are admitted (dataclasses need them); at the top level of a program, where names
+  are module globals, the annotation is dropped, as CPython cannot annotate a global inside a function.
+
+Guard rewrites that are provably no-ops are left out (the generated code is then plain CPython):
+
+* **Attribute loads** ``a.b`` stay native unless ``b`` is in :data:`sandbox.guards.GUARDED_ATTRIBUTES` or
+  starts with one of :data:`sandbox.guards.GUARDED_PREFIXES`. For every other literal name the guarded
+  ``_getattr_(a, "b")`` performs no check that can fail (``_``-names and ``INSPECT_ATTRIBUTES`` are
+  compile-time errors here, and every runtime check in :func:`sandbox.guards.guarded_getattr` is keyed
+  on a name in the guarded set) and then returns ``getattr(a, "b")``, which is what ``LOAD_ATTR`` does.
+* **Subscript loads** ``a[k]`` stay native: the item hook would be ``operator.getitem``, which is exactly
+  ``BINARY_SUBSCR``. Nothing the sandbox hands in exposes privileged objects through ``__getitem__``.
+* **Iteration** (``for`` targets, comprehensions, tuple unpacking in ``for``/assignments/``with``) stays
+  native: the iteration hook would be the builtin ``iter``, and ``GET_ITER``/``UNPACK_SEQUENCE`` call
+  the same ``PyObject_GetIter``. ``guarded_unpack_sequence`` with ``iter`` builds the same values.
+* **Augmented assignment to a name** ``n += v`` stays native: ``_inplacevar_`` would be the operator table
+  (``operator.iadd`` ...), which is what ``INPLACE_ADD`` calls. In-place operators only mutate their left
+  operand, and the only in-place-mutable objects a program can reach are ones it created (the facades
+  expose no mutable containers; the escape suite checks every facade member).
+* **Star-calls** ``f(*a, **k)`` stay native: ``_apply_`` would only call ``f(*a, **k)``.
+
+Attribute and subscript *stores and deletes* always go through ``_write_``; ``print`` goes through the
+per-run capture exactly as in RestrictedPython.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+
+from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
+
+from .guards import GUARDED_ATTRIBUTES, GUARDED_PREFIXES
+
+__all__ = (
+    "ENTRY_NAME",
+    "NO_VALUE_NAME",
+    "RESERVED_GLOBALS",
+    "ProgramPolicy",
+    "needs_guarded_getattr",
+)
+
+#: Name of the generated ``async def`` that holds the program body (unreachable for programs: ``_``).
+ENTRY_NAME = "__codemode_program__"
+#: Global bound to the sentinel a program returns when it falls off its end or uses a bare ``return``.
+NO_VALUE_NAME = "__codemode_no_value__"
+#: Host names a program may use but never rebind at the top level.
+RESERVED_GLOBALS = frozenset({"ToolCallError", "tools"})
+
+_T_visit = ast.AST | Iterable[ast.AST] | None
+
+
+def needs_guarded_getattr(name: str) -> bool:
+    """Whether an attribute load of the literal ``name`` must go through ``_getattr_``."""
+    return name in GUARDED_ATTRIBUTES or name.startswith(GUARDED_PREFIXES)
+
+
+class ProgramPolicy(RestrictingNodeTransformer):
+    """RestrictedPython's policy with async functions, program-level rules and native fast paths.
+
+    Diagnostics are collected as ``(line, message)`` pairs in :attr:`diagnostics`; the compiler turns
+    them into one error. The policy expects the module produced by :mod:`sandbox.compiler`: a single
+    ``async def`` named :data:`ENTRY_NAME` whose body is the program.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.diagnostics: list[tuple[int, str]] = []
+        # Innermost-last stack of the function kinds we are inside: "entry", "async", "sync", "class".
+        self._scopes: list[str] = []
+
+    # -- diagnostics -------------------------------------------------------------------------------
+
+    def error(self, node: ast.AST, info: str) -> None:
+        """Record a diagnostic with the program line of ``node``."""
+        line = getattr(node, "lineno", None)
+        self.diagnostics.append((line if isinstance(line, int) else 0, info))
+        self.errors.append(info)
+
+    @contextmanager
+    def _scope(self, kind: str) -> Iterator[None]:
+        self._scopes.append(kind)
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+
+    def _at_top_level(self) -> bool:
+        return bool(self._scopes) and self._scopes[-1] == "entry"
+
+    # -- module and entry --------------------------------------------------------------------------
+
+    def visit_Module(self, node: ast.Module) -> _T_visit:
+        """Visit the generated entry function without the name check its ``_`` name would fail."""
+        entry = node.body[0]
+        assert isinstance(entry, ast.AsyncFunctionDef) and entry.name == ENTRY_NAME
+        with self._scope("entry"), self.print_info.new_print_scope():
+            entry.body = self._visit_body(entry.body)
+            self.inject_print_collector(entry)
+        return node
+
+    def _visit_body(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for stmt in body:
+            result = self.visit(stmt)
+            if result is None:
+                continue
+            if isinstance(result, ast.AST):
+                out.append(cast(ast.stmt, result))
+            else:
+                out.extend(cast(Iterable[ast.stmt], result))
+        return out
+
+    def inject_print_collector(self, node: Any, position: int = 0) -> None:
+        """Inject the print capture (also into ``async def`` bodies) after leading ``global`` lines."""
+        body = getattr(node, "body", [])
+        while position < len(body) and isinstance(body[position], ast.Global):
+            position += 1
+        super().inject_print_collector(node, position)
+
+    # -- async -------------------------------------------------------------------------------------
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> _T_visit:
+        """Check a ``def`` as RestrictedPython does, tracking that we are in a sync function."""
+        self._check_rebinding(node, node.name)
+        with self._scope("sync"):
+            result: _T_visit = super().visit_FunctionDef(node)
+        return result
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> _T_visit:
+        """Admit ``async def`` with the same name and parameter checks as ``def``."""
+        self._check_rebinding(node, node.name)
+        self.check_name(node, node.name, allow_magic_methods=True)
+        self.check_function_argument_names(node)
+        with self._scope("async"), self.print_info.new_print_scope():
+            node = self.node_contents_visit(node)
+            self.inject_print_collector(node)
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> _T_visit:
+        """Check a lambda's parameters; its body is a sync scope."""
+        with self._scope("sync"):
+            result: _T_visit = super().visit_Lambda(node)
+        return result
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> _T_visit:
+        """Check a class as RestrictedPython does (its body is neither async nor the top level)."""
+        self._check_rebinding(node, node.name)
+        with self._scope("class"):
+            result: _T_visit = super().visit_ClassDef(node)
+        return result
+
+    def visit_Await(self, node: ast.Await) -> _T_visit:
+        """Admit ``await``; CPython itself rejects it outside async functions when compiling."""
+        return self.node_contents_visit(node)
+
+    def visit_AsyncFor(self, node: ast.AsyncFor) -> _T_visit:
+        """Reject ``async for``: nothing in the sandbox is an async iterator."""
+        self.error(node, "'async for' is not supported in programs; collect results with 'await "
+                         "asyncio.gather(...)' or iterate 'asyncio.as_completed(...)' with a plain for")
+        return self.node_contents_visit(node)
+
+    def visit_AsyncWith(self, node: ast.AsyncWith) -> _T_visit:
+        """Reject ``async with``: nothing in the sandbox is an async context manager."""
+        self.error(node, "'async with' is not supported in programs; use a plain 'with' or 'try/finally'")
+        return self.node_contents_visit(node)
+
+    def visit_comprehension(self, node: ast.comprehension) -> _T_visit:
+        """Iterate natively (see module docstring) and reject async comprehensions."""
+        if node.is_async:
+            self.error(node.target, "async comprehensions ('async for' inside brackets) are not supported; "
+                                    "use 'await asyncio.gather(*(f(x) for x in items))'")
+        return self.node_contents_visit(node)
+
+    def _reject_async_generator(self, node: ast.Yield | ast.YieldFrom) -> None:
+        kind = self._scopes[-1] if self._scopes else "entry"
+        if kind == "entry":
+            self.error(node, "'yield' is not allowed at the top level of a program; use 'return'")
+        elif kind == "async":
+            self.error(node, "async generators ('yield' inside 'async def') are not supported; "
+                             "return a list instead")
+
+    def visit_Yield(self, node: ast.Yield) -> _T_visit:
+        """Allow ``yield`` in plain functions only."""
+        self._reject_async_generator(node)
+        return self.node_contents_visit(node)
+
+    def visit_YieldFrom(self, node: ast.YieldFrom) -> _T_visit:
+        """Allow ``yield from`` in plain functions only."""
+        self._reject_async_generator(node)
+        return self.node_contents_visit(node)
+
+    # -- names -------------------------------------------------------------------------------------
+
+    def _check_rebinding(self, node: ast.AST, name: str) -> None:
+        if name in RESERVED_GLOBALS and self._at_top_level():
+            self.error(node, f'"{name}" is provided by the sandbox and cannot be rebound')
+
+    def visit_Name(self, node: ast.Name) -> _T_visit:
+        """RestrictedPython's name rules plus the reserved top-level names."""
+        if not isinstance(node.ctx, ast.Load):
+            self._check_rebinding(node, node.id)
+        result: _T_visit = super().visit_Name(node)
+        return result
+
+    def visit_Global(self, node: ast.Global) -> _T_visit:
+        """Allow ``global`` except for the sandbox-provided names."""
+        for name in node.names:
+            self.check_name(node, name)
+            if name in RESERVED_GLOBALS:
+                self.error(node, f'"{name}" is provided by the sandbox and cannot be declared global')
+        return self.node_contents_visit(node)
+
+    def check_import_names(self, node: ast.ImportFrom | ast.Import) -> ast.AST:
+        """RestrictedPython's import checks plus the reserved names, and no relative imports."""
+        for alias in node.names:
+            self._check_rebinding(node, (alias.asname or alias.name).split(".")[0])
+        if isinstance(node, ast.ImportFrom) and node.level:
+            self.error(node, "relative imports are not allowed")
+        result: ast.AST = super().check_import_names(node)
+        return result
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> _T_visit:
+        """Check ``except ... as name`` like other bindings."""
+        if node.name:
+            self._check_rebinding(node, node.name)
+        result: _T_visit = super().visit_ExceptHandler(node)
+        return result
+
+    # -- statements --------------------------------------------------------------------------------
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> _T_visit:
+        """Admit annotated assignments; at the top level drop the annotation of a plain name."""
+        node = self.node_contents_visit(node)
+        if self._at_top_level() and isinstance(node.target, ast.Name):
+            if node.value is None:
+                return ast.copy_location(ast.Pass(), node)
+            return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
+        return node
+
+    def visit_Return(self, node: ast.Return) -> _T_visit:
+        """A bare top-level ``return`` means "no value" (distinct from ``return None``)."""
+        node = self.node_contents_visit(node)
+        if node.value is None and self._at_top_level():
+            node.value = ast.copy_location(ast.Name(NO_VALUE_NAME, ast.Load()), node)
+        return node
+
+    def visit_Assign(self, node: ast.Assign) -> _T_visit:
+        """Native unpacking (see module docstring)."""
+        return self.node_contents_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> _T_visit:
+        """Native ``name op= value``; ``a.b op= v`` and ``a[k] op= v`` become ``_write_(a).b op= v``.
+
+        Visiting the target wraps its object in ``_write_`` (as for any store), so the object is
+        evaluated once, must be writable, and for a writable object ``_write_`` returns the object
+        itself: the statement then does exactly what CPython does. The load half of ``.b`` is native,
+        which is why targets whose attribute name is guarded stay rejected.
+        """
+        target = node.target
+        if isinstance(target, ast.Attribute) and needs_guarded_getattr(target.attr):
+            result: _T_visit = super().visit_AugAssign(node)
+            return result
+        return self.node_contents_visit(node)
+
+    def visit_For(self, node: ast.For) -> _T_visit:
+        """Native iteration (see module docstring)."""
+        return self.node_contents_visit(node)
+
+    def visit_With(self, node: ast.With) -> _T_visit:
+        """Native unpacking of ``with ... as (a, b)`` (see module docstring)."""
+        return self.node_contents_visit(node)
+
+    # -- expressions -------------------------------------------------------------------------------
+
+    def visit_Call(self, node: ast.Call) -> _T_visit:
+        """Reject ``exec``/``eval`` calls by name; star-calls stay native."""
+        if isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval"):
+            self.error(node, f"{node.func.id}() calls are not allowed.")
+        return self.node_contents_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> _T_visit:
+        """Name checks as in RestrictedPython; only guarded names are rewritten to ``_getattr_``."""
+        if isinstance(node.ctx, ast.Load) and not needs_guarded_getattr(node.attr):
+            attr = node.attr
+            if attr.startswith("_") and attr != "_":
+                self.error(node, f'"{attr}" is an invalid attribute name because it starts with "_".')
+            elif attr.endswith("__roles__"):
+                self.error(node, f'"{attr}" is an invalid attribute name because it ends with "__roles__".')
+            elif attr in INSPECT_ATTRIBUTES:  # pragma: no cover - INSPECT names are all guarded
+                self.error(node, f'"{attr}" is a restricted name.')
+            return self.node_contents_visit(node)
+        result: _T_visit = super().visit_Attribute(node)
+        return result
+
+    def visit_Subscript(self, node: ast.Subscript) -> _T_visit:
+        """Native item loads; stores and deletes go through ``_write_``."""
+        if isinstance(node.ctx, ast.Load):
+            return self.node_contents_visit(node)
+        result: _T_visit = super().visit_Subscript(node)
+        return result
