@@ -19,10 +19,11 @@ opened with ``O_NOFOLLOW``:
 What is *not* a boundary: hard links that already exist inside the root (they are ordinary files here),
 and bind mounts. Special files (FIFOs, devices, sockets) are refused, never opened for blocking reads.
 
-Reads are concurrency-safe; writes are exclusive (the scheduler runs them alone, and the workspace
-serialises them with its own lock as well). Every failure is a :class:`runtime.ToolError` with a message
-that says what was wrong and what to do: confinement violations are ``DENIED``, malformed arguments
-``INVALID_ARGS``, everything else (missing file, too large, not text) ``TOOL_FAILED``.
+Reads are concurrency-safe; writes are exclusive. Both declare resource claims (the normalised path read
+or written), so a scheduler that honours claims may overlap writes to different files; ``list_files`` and
+``grep`` read the whole tree and conflict with every write. Every failure is a :class:`runtime.ToolError`
+with a message that says what was wrong and what to do: confinement violations are ``DENIED``,
+malformed arguments ``INVALID_ARGS``, everything else (missing file, too large, not text) ``TOOL_FAILED``.
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 
+from runtime.definitions import ResourceClaims, ToolDefinition, ToolOutput, define_tool
 from runtime.errors import ToolArgsError, ToolDeniedError, ToolError, ToolExecutionError, UsageError
 
 __all__ = (
@@ -45,6 +48,7 @@ __all__ = (
     "GrepMatch",
     "Workspace",
     "WorkspaceLimits",
+    "workspace_tools",
 )
 
 _MIB = 1024 * 1024
@@ -189,7 +193,8 @@ class Workspace:
 
     The root is resolved once, at construction, and must be an existing directory (otherwise
     :class:`runtime.UsageError`). Methods are synchronous and raise :class:`runtime.ToolError`; the tool
-    bodies run them in a worker thread. ``write_lock`` serialises writes of this workspace.
+    bodies run them in a worker thread. Concurrent writes are safe without a lock: each one is an atomic
+    rename, so the last one wins and no reader sees a mixture.
     """
 
     def __init__(self, root: str | Path = ".", *, limits: WorkspaceLimits | None = None) -> None:
@@ -202,7 +207,6 @@ class Workspace:
             raise UsageError(f"workspace root {str(resolved)!r} is not a directory")
         self.root = resolved
         self.limits = limits or DEFAULT_LIMITS
-        self.write_lock = anyio.Lock()
 
     # -- resolution -------------------------------------------------------------------------------
 
@@ -237,7 +241,8 @@ class Workspace:
                     info = os.stat(part, dir_fd=walk.dir_fd, follow_symlinks=False)
                 except FileNotFoundError:
                     if pending and create_dirs:
-                        os.mkdir(part, 0o755, dir_fd=walk.dir_fd)
+                        with contextlib.suppress(FileExistsError):  # a concurrent write made it first
+                            os.mkdir(part, 0o755, dir_fd=walk.dir_fd)
                         info = os.stat(part, dir_fd=walk.dir_fd, follow_symlinks=False)
                     elif pending:
                         missing = walk.relative(part)
@@ -535,3 +540,193 @@ class Workspace:
         matches.sort(key=lambda match: (match.path, match.line))
         return matches, truncated
 
+
+
+# -- the tool layer -------------------------------------------------------------------------------
+
+_ROOT_RULE = (
+    "Paths are relative to the workspace root and use '/' (for example \"docs/notes.md\"); absolute paths, "
+    "'..' above the root and symbolic links leading outside the root are refused."
+)
+
+
+def _string(description: str, *, required: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {"type": "string", "description": description}
+    if required:
+        spec["required"] = True
+    return spec
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "additionalProperties": False, "properties": properties, "required": required}
+
+
+_PATH_OUT = {"type": "string", "description": "The normalised root-relative path."}
+_TRUNCATED = {"type": "boolean", "description": "True when the result was cut at its limit."}
+
+
+def _size(limit: int) -> str:
+    return f"{limit // _MIB} MiB" if limit % _MIB == 0 else f"{limit} bytes"
+
+
+def _claim(workspace: Workspace, args: Any, *, write: bool) -> ResourceClaims | None:
+    try:
+        parts = _split(args.get("path"), field="path", allow_root=False)
+    except ToolError:
+        return None
+    key = f"file:{workspace.root}/{_display(parts)}"
+    return ResourceClaims(writes=frozenset({key})) if write else ResourceClaims(reads=frozenset({key}))
+
+
+def _always_safe(_args: Any) -> bool:
+    return True
+
+
+def _read_text_tool(ws: Workspace) -> ToolDefinition:
+    async def execute(args: Any, _ctx: Any) -> dict[str, Any]:
+        shown, text = await anyio.to_thread.run_sync(ws.read_text, args["path"])
+        return {"path": shown, "text": text}
+
+    def render(_args: Any, value: Any) -> list[dict[str, Any]]:
+        return [{"type": "text", "text": value["text"]}]
+
+    return define_tool(
+        name="read_text",
+        description=(
+            "Read a whole UTF-8 text file from the workspace; returns {path, text} with the text exactly as "
+            f"stored (line endings kept). {_ROOT_RULE} Files over {_size(ws.limits.max_read_bytes)}, binary "
+            "files and files that are not UTF-8 are errors; use grep to find lines in large files."
+        ),
+        parameters={"path": _string("File to read, relative to the workspace root.", required=True)},
+        output=ToolOutput(
+            schema=_object({"path": _PATH_OUT, "text": {"type": "string"}}, ["path", "text"]),
+            render=render,
+        ),
+        execute=execute,
+        is_concurrency_safe=_always_safe,
+        claims=lambda args: _claim(ws, args, write=False),
+    )
+
+
+def _write_text_tool(ws: Workspace) -> ToolDefinition:
+    async def execute(args: Any, _ctx: Any) -> dict[str, Any]:
+        shown, size = await anyio.to_thread.run_sync(ws.write_text, args["path"], args["text"])
+        return {"path": shown, "bytes": size}
+
+    def render(_args: Any, value: Any) -> list[dict[str, Any]]:
+        return [{"type": "text", "text": f"Wrote {value['bytes']} bytes to {value['path']}"}]
+
+    return define_tool(
+        name="write_text",
+        description=(
+            "Create or replace a text file in the workspace with the given text (UTF-8); missing parent "
+            "directories are created and the replacement is atomic. Returns {path, bytes} with the number "
+            f"of bytes written. {_ROOT_RULE} Texts over {_size(ws.limits.max_write_bytes)} are refused."
+        ),
+        parameters={
+            "path": _string("File to write, relative to the workspace root.", required=True),
+            "text": _string("The complete new content of the file.", required=True),
+        },
+        output=ToolOutput(
+            schema=_object(
+                {"path": _PATH_OUT, "bytes": {"type": "integer", "description": "UTF-8 bytes written."}},
+                ["path", "bytes"],
+            ),
+            render=render,
+        ),
+        execute=execute,
+        claims=lambda args: _claim(ws, args, write=True),
+    )
+
+
+def _list_files_tool(ws: Workspace) -> ToolDefinition:
+    async def execute(args: Any, _ctx: Any) -> dict[str, Any]:
+        files, truncated = await anyio.to_thread.run_sync(ws.list_files, args.get("dir"))
+        return {"files": files, "truncated": truncated}
+
+    def render(_args: Any, value: Any) -> list[dict[str, Any]]:
+        lines = list(value["files"]) or ["(no files)"]
+        if value["truncated"]:
+            lines.append(f"(list cut at {ws.limits.max_list_files} files; list a subdirectory)")
+        return [{"type": "text", "text": "\n".join(lines)}]
+
+    return define_tool(
+        name="list_files",
+        description=(
+            "List the files under a workspace directory, recursively; returns {files, truncated} where "
+            "files are sorted paths relative to the workspace root (ready for read_text). dir defaults to "
+            f"the root. {_ROOT_RULE} Links to directories are not descended and .git/.hg/.svn are skipped. "
+            f"At most {ws.limits.max_list_files} files are returned; truncated says the list was cut."
+        ),
+        parameters={"dir": _string('Directory to list, relative to the root (default ".").', required=False)},
+        output=ToolOutput(
+            schema=_object(
+                {"files": {"type": "array", "items": {"type": "string"}}, "truncated": _TRUNCATED},
+                ["files", "truncated"],
+            ),
+            render=render,
+        ),
+        execute=execute,
+        is_concurrency_safe=_always_safe,
+    )
+
+
+def _grep_tool(ws: Workspace) -> ToolDefinition:
+    limits = ws.limits
+
+    async def execute(args: Any, _ctx: Any) -> dict[str, Any]:
+        matches, truncated = await anyio.to_thread.run_sync(ws.grep, args["pattern"], args.get("dir"))
+        found = [{"path": m.path, "line": m.line, "text": m.text} for m in matches]
+        return {"matches": found, "truncated": truncated}
+
+    def render(_args: Any, value: Any) -> list[dict[str, Any]]:
+        lines = [f"{m['path']}:{m['line']}: {m['text']}" for m in value["matches"]] or ["(no matches)"]
+        if value["truncated"]:
+            lines.append(f"(matches cut at {limits.max_grep_matches}; narrow the pattern or dir)")
+        return [{"type": "text", "text": "\n".join(lines)}]
+
+    match_schema = _object(
+        {
+            "path": {"type": "string", "description": "Root-relative path of the file."},
+            "line": {"type": "integer", "description": "1-based line number."},
+            "text": {"type": "string", "description": "The matching line, without its line ending."},
+        },
+        ["path", "line", "text"],
+    )
+    return define_tool(
+        name="grep",
+        description=(
+            "Search workspace text files for lines matching a Python regular expression (re.search, "
+            "case-sensitive; use (?i) for case-insensitive); returns {matches: [{path, line, text}], "
+            "truncated} in path and line order. dir is a directory (searched recursively) or one file and "
+            f"defaults to the root. {_ROOT_RULE} Binary, non-UTF-8 and files over "
+            f"{_size(limits.max_grep_file_bytes)} are skipped; at most {limits.max_grep_matches} matches "
+            f"are returned (truncated says the list was cut) and lines are cut at "
+            f"{limits.max_grep_line_chars} characters."
+        ),
+        parameters={
+            "pattern": _string("Python regular expression searched in each line.", required=True),
+            "dir": _string('Directory or file to search, relative to the root (default ".").',
+                           required=False),
+        },
+        output=ToolOutput(
+            schema=_object(
+                {"matches": {"type": "array", "items": match_schema}, "truncated": _TRUNCATED},
+                ["matches", "truncated"],
+            ),
+            render=render,
+        ),
+        execute=execute,
+        is_concurrency_safe=_always_safe,
+    )
+
+
+def workspace_tools(root: str | Path = ".", *, limits: WorkspaceLimits | None = None) -> list[ToolDefinition]:
+    """The four workspace tools confined to ``root``: ``read_text``, ``write_text``, ``list_files``, ``grep``.
+
+    ``root`` must be an existing directory (else :class:`runtime.UsageError`); it is resolved once, here.
+    ``limits`` bounds sizes and result counts (:data:`DEFAULT_LIMITS`: 1 MiB reads and writes, 5000 listed
+    files, 200 grep matches, grep skips files over 1 MiB); the descriptions state the limits in force.
+    """
+    ws = Workspace(root, limits=limits)
+    return [_read_text_tool(ws), _write_text_tool(ws), _list_files_tool(ws), _grep_tool(ws)]

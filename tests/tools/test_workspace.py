@@ -5,15 +5,18 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runtime import ResourceClaims, ToolRuntime
 from runtime.errors import ToolArgsError, ToolDeniedError, ToolError, ToolExecutionError, UsageError
-from tools.workspace import Workspace, WorkspaceLimits
+from tools.workspace import Workspace, WorkspaceLimits, workspace_tools
 
 SECRET = "top secret, outside the root\n"
 
@@ -436,3 +439,120 @@ def test_limits_are_validated(value: object) -> None:
     """It rejects non-positive or non-integer limits."""
     with pytest.raises(UsageError, match="must be a positive integer"):
         WorkspaceLimits(max_read_bytes=value)  # type: ignore[arg-type]
+
+
+# -- the tool layer, through the full pipeline ----------------------------------------------------
+
+
+@pytest.fixture
+async def rt(tree: tuple[Path, Path]) -> AsyncIterator[ToolRuntime]:
+    async with ToolRuntime() as runtime:
+        for definition in workspace_tools(tree[0]):
+            runtime.register(definition)
+        yield runtime
+
+
+@pytest.mark.anyio
+async def test_tools_round_trip_through_the_pipeline(rt: ToolRuntime, tree: tuple[Path, Path]) -> None:
+    """It writes, reads, lists and greps through rt.execute with the documented value shapes."""
+    with anyio.fail_after(10):
+        written = await rt.execute("write_text", {"path": "out/r.txt", "text": "TODO: x\n"})
+        read = await rt.execute("read_text", {"path": "out/r.txt"})
+        listed = await rt.execute("list_files", {"dir": "out"})
+        found = await rt.execute("grep", {"pattern": "TODO", "dir": "out"})
+        everything = await rt.execute("list_files", {})
+    assert written.value == {"path": "out/r.txt", "bytes": 8}
+    assert written.content == [{"type": "text", "text": "Wrote 8 bytes to out/r.txt"}]
+    assert read.value == {"path": "out/r.txt", "text": "TODO: x\n"}
+    assert read.content == [{"type": "text", "text": "TODO: x\n"}]
+    assert listed.value == {"files": ["out/r.txt"], "truncated": False}
+    match = {"path": "out/r.txt", "line": 1, "text": "TODO: x"}
+    assert found.value == {"matches": [match], "truncated": False}
+    assert found.content == [{"type": "text", "text": "out/r.txt:1: TODO: x"}]
+    assert "out/r.txt" in everything.value["files"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "args", "code", "fragment"),
+    [
+        ("read_text", {"path": "../outside/secret.txt"}, "DENIED", "escapes the workspace root"),
+        ("read_text", {"path": "/etc/passwd"}, "DENIED", "is absolute"),
+        ("read_text", {"path": "dir_out/secret.txt"}, "DENIED", "points outside"),
+        ("read_text", {"path": "a\x00b"}, "DENIED", "NUL byte"),
+        ("read_text", {"path": ""}, "INVALID_ARGS", "must not be empty"),
+        ("read_text", {}, "INVALID_ARGS", 'missing required property "path"'),
+        ("write_text", {"path": "link_out_abs", "text": "x"}, "DENIED", "points outside"),
+        ("list_files", {"dir": "../outside"}, "DENIED", "escapes"),
+        ("grep", {"pattern": "("}, "INVALID_ARGS", "not a valid Python regular expression"),
+        ("read_text", {"path": "missing.txt"}, "TOOL_FAILED", "does not exist"),
+    ],
+)
+async def test_bad_calls_are_error_results(rt: ToolRuntime, tree: tuple[Path, Path], name: str,
+                                           args: dict[str, Any], code: str, fragment: str) -> None:
+    """It turns every refusal into an error result with a specific code and leaves outside untouched."""
+    before = _outside_snapshot(tree[1])
+    with anyio.fail_after(10):
+        result = await rt.execute(name, args)
+    assert result.is_error
+    assert result.error is not None
+    assert result.error.code == code
+    assert fragment in result.error.message
+    assert _outside_snapshot(tree[1]) == before
+
+
+@pytest.mark.anyio
+async def test_reads_are_parallel_and_writes_exclusive(rt: ToolRuntime) -> None:
+    """It classifies reads, listings and searches as concurrency-safe and writes as exclusive."""
+    assert rt.execution_mode("read_text", {"path": "a"}) == "parallel"
+    assert rt.execution_mode("list_files", {}) == "parallel"
+    assert rt.execution_mode("grep", {"pattern": "x"}) == "parallel"
+    assert rt.execution_mode("write_text", {"path": "a", "text": ""}) == "exclusive"
+
+
+def test_claims_name_the_normalised_file(tree: tuple[Path, Path]) -> None:
+    """It declares a read claim for reads and a write claim for writes on the normalised path."""
+    tools = {definition.name: definition for definition in workspace_tools(tree[0])}
+    read_claims = tools["read_text"].claims
+    write_claims = tools["write_text"].claims
+    assert read_claims is not None
+    assert write_claims is not None
+    key = f"file:{tree[0].resolve()}/docs/notes.md"
+    assert read_claims({"path": "./docs//notes.md"}) == ResourceClaims(reads=frozenset({key}))
+    assert write_claims({"path": "docs/x/../notes.md", "text": ""}) == ResourceClaims(writes=frozenset({key}))
+    assert write_claims({"path": "/abs", "text": ""}) is None
+
+
+def test_descriptions_state_the_limits(tree: tuple[Path, Path]) -> None:
+    """It states the confinement rule and the limits in force in the model-facing descriptions."""
+    limits = WorkspaceLimits(max_read_bytes=2048, max_grep_matches=7, max_list_files=9)
+    tools = {definition.name: definition for definition in workspace_tools(tree[0], limits=limits)}
+    assert "2048 bytes" in tools["read_text"].description
+    assert "1 MiB" in tools["write_text"].description
+    assert "At most 9 files" in tools["list_files"].description
+    assert "at most 7 matches" in tools["grep"].description
+    assert all("relative to the workspace root" in d.description for d in tools.values())
+
+
+@pytest.mark.anyio
+async def test_parallel_reads_while_writing_see_whole_texts(rt: ToolRuntime) -> None:
+    """It never lets a concurrent reader observe a partly written file."""
+    old, new = "a" * 50_000, "b" * 60_000
+    await rt.execute("write_text", {"path": "big.txt", "text": old})
+    seen: list[str] = []
+
+    async def reader() -> None:
+        for _ in range(20):
+            result = await rt.execute("read_text", {"path": "big.txt"})
+            seen.append(result.value["text"])
+
+    async def writer() -> None:
+        for i in range(20):
+            await rt.execute("write_text", {"path": "big.txt", "text": new if i % 2 == 0 else old})
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(reader)
+            group.start_soon(writer)
+    assert seen
+    assert all(text in (old, new) for text in seen)

@@ -1,0 +1,290 @@
+"""The MCP bridge, client side: a real third-party MCP server (the reference filesystem server from npm)
+bridged into codemode tools, plus the naming rules and the value/error mapping."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+
+from runtime.errors import ToolArgsError, ToolError, UsageError
+from tools._mcp_convert import bridged_definition, output_schema_for, value_of
+from tools._mcp_names import assign_tool_names, server_slug, unique_server_names
+from tools.mcp_bridge import McpBridge, UpstreamServer, parse_upstream
+
+REPO = Path(__file__).resolve().parents[2]
+FS_SERVER = REPO / ".mcp-servers" / "node_modules" / ".bin" / "mcp-server-filesystem"
+INSTALL = "npm install --prefix .mcp-servers @modelcontextprotocol/server-filesystem@2026.8.31"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def fs_server(root: Path, name: str | None = None) -> UpstreamServer:
+    """The reference filesystem MCP server, installed by .ci/run; a missing install fails loudly."""
+    assert FS_SERVER.exists(), f"the filesystem MCP server is not installed; run: {INSTALL}"
+    return UpstreamServer(command=str(FS_SERVER), args=(str(root),), name=name)
+
+
+@pytest.fixture
+def fs_root(tmp_path: Path) -> Path:
+    root = tmp_path / "served"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "notes.md").write_text("# Notes\nhello from the upstream\n")
+    (root / "a.txt").write_text("alpha\n")
+    return root.resolve()
+
+
+@pytest.fixture
+async def bridge(fs_root: Path) -> AsyncIterator[McpBridge]:
+    with anyio.fail_after(60):
+        async with McpBridge([fs_server(fs_root, "fs")]) as connected:
+            yield connected
+
+
+def _tool(bridge: McpBridge, name: str) -> Any:
+    return next(t.definition for t in bridge.tools if t.name == name)
+
+
+# -- against the real filesystem server -----------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_upstream_tools_become_raw_definitions(bridge: McpBridge) -> None:
+    """It lists the upstream's tools under their own names with their input schemas as parameters."""
+    names = {tool.name for tool in bridge.tools}
+    assert {"list_directory", "read_text_file", "write_file"} <= names
+    assert bridge.server_names == ("fs",)
+    read = _tool(bridge, "read_text_file")
+    assert read.parameters["type"] == "object"
+    assert "path" in read.parameters["properties"]
+    assert "$schema" not in read.parameters
+    assert read.validate_arguments is None
+    assert "upstream server 'fs'" in read.description
+
+
+@pytest.mark.anyio
+async def test_read_only_tools_are_concurrency_safe(bridge: McpBridge) -> None:
+    """It marks readOnlyHint tools concurrency-safe and leaves writers exclusive."""
+    assert _tool(bridge, "read_text_file").is_concurrency_safe({"path": "x"}) is True
+    assert _tool(bridge, "write_file").is_concurrency_safe is None
+
+
+@pytest.mark.anyio
+async def test_listing_and_reading_through_the_upstream(bridge: McpBridge, fs_root: Path) -> None:
+    """It forwards calls and returns {text, content, structured} values that render as content."""
+    with anyio.fail_after(30):
+        listing = await _tool(bridge, "list_directory").execute({"path": str(fs_root)}, None)
+        read = _tool(bridge, "read_text_file").execute
+        text = await read({"path": str(fs_root / "docs" / "notes.md")}, None)
+    assert "[FILE] a.txt" in listing["text"]
+    assert "[DIR] docs" in listing["text"]
+    assert text["text"] == "# Notes\nhello from the upstream\n"
+    assert text["content"] == [{"type": "text", "text": text["text"]}]
+    assert text["structured"] == {"content": text["text"]}
+    rendered = _tool(bridge, "read_text_file").output.render({}, text)
+    assert rendered == [{"type": "text", "text": text["text"]}]
+
+
+@pytest.mark.anyio
+async def test_upstream_error_results_become_tool_errors(bridge: McpBridge) -> None:
+    """It maps an isError result (access outside the upstream's roots) to a ToolError naming the tool."""
+    with anyio.fail_after(30), pytest.raises(ToolError) as caught:
+        await _tool(bridge, "read_text_file").execute({"path": "/etc/passwd"}, None)
+    assert caught.value.code == "TOOL_FAILED"
+    assert 'upstream MCP tool "read_text_file" (server "fs") reported an error' in str(caught.value)
+    assert "Access denied" in str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_non_object_arguments_are_rejected_locally(bridge: McpBridge) -> None:
+    """It refuses non-object arguments before sending anything upstream."""
+    with pytest.raises(ToolArgsError, match='"arguments" must be an object'):
+        await _tool(bridge, "list_directory").execute(["x"], None)
+
+
+@pytest.mark.anyio
+async def test_two_upstreams_with_the_same_tools_are_prefixed(fs_root: Path) -> None:
+    """It prefixes colliding tool names with their server names, for every upstream involved."""
+    with anyio.fail_after(60):
+        async with McpBridge([fs_server(fs_root, "one"), fs_server(fs_root)]) as bridge:
+            names = {tool.name for tool in bridge.tools}
+            assert bridge.server_names == ("one", "secure_filesystem_server")
+            assert {"one_read_text_file", "secure_filesystem_server_read_text_file"} <= names
+            assert "read_text_file" not in names
+            value = await _tool(bridge, "one_read_text_file").execute({"path": str(fs_root / "a.txt")}, None)
+            assert value["text"] == "alpha\n"
+
+
+@pytest.mark.anyio
+async def test_prefix_always_and_taken_names(fs_root: Path) -> None:
+    """It prefixes everything with prefix="always" and only taken names otherwise."""
+    with anyio.fail_after(60):
+        async with McpBridge([fs_server(fs_root, "fs")], prefix="always") as bridge:
+            assert all(tool.name.startswith("fs_") for tool in bridge.tools)
+        async with McpBridge([fs_server(fs_root, "fs")], taken=["read_text_file"]) as bridge:
+            names = {tool.name for tool in bridge.tools}
+            assert "fs_read_text_file" in names
+            assert "list_directory" in names
+
+
+@pytest.mark.anyio
+async def test_sessions_end_with_the_block(fs_root: Path) -> None:
+    """It closes the sessions on exit, so a call afterwards is an error result, not a hang."""
+    with anyio.fail_after(60):
+        async with McpBridge([fs_server(fs_root, "fs")]) as bridge:
+            definition = _tool(bridge, "list_directory")
+        assert bridge.tools == ()
+        with pytest.raises(ToolError, match="upstream MCP server"):
+            await definition.execute({"path": str(fs_root)}, None)
+
+
+@pytest.mark.anyio
+async def test_an_upstream_that_cannot_start_is_a_usage_error(tmp_path: Path) -> None:
+    """It raises a clear UsageError for a command that does not exist or is not an MCP server."""
+    with anyio.fail_after(30):
+        with pytest.raises(UsageError, match="could not be started"):
+            async with McpBridge([UpstreamServer(command=str(tmp_path / "missing-server"))]):
+                pass
+        with pytest.raises(UsageError, match="upstream MCP server"):
+            async with McpBridge([UpstreamServer(command=sys.executable, args=("-c", "pass"))],
+                                 connect_timeout_s=10):
+                pass
+
+
+# -- parsing and naming ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("npx -y pkg /data", UpstreamServer("npx", ("-y", "pkg", "/data"))),
+        ("fs=npx pkg 'a b'", UpstreamServer("npx", ("pkg", "a b"), name="fs")),
+        ("/usr/bin/srv --x=1", UpstreamServer("/usr/bin/srv", ("--x=1",))),
+        ("./srv a=b", UpstreamServer("./srv", ("a=b",))),
+    ],
+)
+def test_parse_upstream(spec: str, expected: UpstreamServer) -> None:
+    """It splits shell-style and takes an optional NAME= prefix."""
+    assert parse_upstream(spec) == expected
+
+
+@pytest.mark.parametrize(("spec", "message"), [("", "needs a command"), ("   ", "needs a command"),
+                                                ("fs='unterminated", "No closing quotation"),
+                                                ("fs=", "no command"), ("1x=cmd", "Python identifier")])
+def test_parse_upstream_rejects_bad_specs(spec: str, message: str) -> None:
+    """It rejects empty, unbalanced or badly named specs with a usage error."""
+    with pytest.raises(UsageError, match=message):
+        parse_upstream(spec)
+
+
+@pytest.mark.parametrize(("raw", "slug"), [("secure-filesystem-server", "secure_filesystem_server"),
+                                           ("My Server!", "my_server"), ("", "upstream"), (None, "upstream"),
+                                           ("---", "upstream")])
+def test_server_slug(raw: str | None, slug: str) -> None:
+    """It reduces server names to [a-z0-9_]."""
+    assert server_slug(raw) == slug
+
+
+def test_unique_server_names() -> None:
+    """It suffixes repeated server names in order."""
+    assert unique_server_names(["fs", "git", "fs", "fs"]) == ["fs", "git", "fs_2", "fs_3"]
+
+
+@pytest.mark.parametrize(
+    ("servers", "always", "taken", "expected"),
+    [
+        ([("a", ["x", "y"]), ("b", ["z"])], False, [], [["x", "y"], ["z"]]),
+        ([("a", ["x", "y"]), ("b", ["x"])], False, [], [["a_x", "y"], ["b_x"]]),
+        ([("a", ["x"])], True, [], [["a_x"]]),
+        ([("a", ["echo", "run_code"])], False, ["echo"], [["a_echo", "a_run_code"]]),
+        ([("a", ["x", "a_x"]), ("b", ["x"])], False, [], [["a_x", "a_a_x"], ["b_x"]]),
+        ([("a", ["x", "a_x"]), ("a", ["x"])], False, [], [["a_x", "a_a_x"], ["a_x_2"]]),
+    ],
+)
+def test_assign_tool_names(servers: list[tuple[str, list[str]]], always: bool, taken: list[str],
+                           expected: list[list[str]]) -> None:
+    """It keeps names, prefixes collisions, reserved and taken names, and suffixes what still clashes."""
+    assert assign_tool_names(servers, always_prefix=always, taken=taken) == expected
+
+
+def test_assigned_names_are_unique_and_stable() -> None:
+    """It never assigns one name twice and gives the same answer for the same input."""
+    servers = [("a", ["x", "a_x", "b_x"]), ("b", ["x", "a_x"]), ("a_2", ["x"])]
+    first = assign_tool_names(servers, taken=["b_x"])
+    flat = [name for names in first for name in names]
+    assert len(flat) == len(set(flat))
+    assert first == assign_tool_names(servers, taken=["b_x"])
+
+
+# -- value and error mapping ----------------------------------------------------------------------
+
+
+def _result(*texts: str, is_error: bool = False, structured: Any = None) -> types.CallToolResult:
+    blocks: list[Any] = [types.TextContent(type="text", text=t) for t in texts]
+    return types.CallToolResult(content=blocks, is_error=is_error, structured_content=structured)
+
+
+def test_value_of_joins_text_and_keeps_blocks() -> None:
+    """It joins text blocks, keeps every block and passes structured content through."""
+    value = value_of(_result("a", "b", structured={"k": 1}), server="s", tool="t")
+    blocks = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    assert value == {"text": "a\nb", "content": blocks, "structured": {"k": 1}}
+    assert "structured" not in value_of(_result("a"), server="s", tool="t")
+
+
+def test_value_of_error_without_text() -> None:
+    """It still explains an isError result that carries no text."""
+    with pytest.raises(ToolError, match="reported an error: no error text"):
+        value_of(_result(is_error=True), server="s", tool="t")
+
+
+def test_output_schema_uses_a_supported_declared_schema() -> None:
+    """It adopts the upstream output schema when it fits the subset and falls back to any JSON."""
+    good = types.Tool(name="t", input_schema={"type": "object"}, output_schema={
+        "$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+        "properties": {"content": {"type": "string"}}, "required": ["content"],
+        "additionalProperties": False})
+    bad = types.Tool(name="t", input_schema={"type": "object"},
+                     output_schema={"type": "object", "properties": {"n": {"type": "number", "minimum": 0}}})
+    assert output_schema_for(good)["properties"]["structured"]["type"] == "object"
+    assert "type" not in output_schema_for(bad)["properties"]["structured"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("raised", "message"),
+    [
+        (RuntimeError("boom"), 'failed the call to "t": boom'),
+        (anyio.ClosedResourceError(), "is no longer connected"),
+    ],
+)
+async def test_call_failures_become_tool_errors(raised: Exception, message: str) -> None:
+    """It maps client-library failures to ToolErrors naming the server."""
+    async def call(_name: str, _args: dict[str, Any]) -> types.CallToolResult:
+        raise raised
+
+    definition = bridged_definition(types.Tool(name="t", input_schema={"type": "object"}), name="t",
+                                    server="s", call=call, timeout_s=None)
+    with pytest.raises(ToolError, match=message):
+        await definition.execute({}, None)
+
+
+@pytest.mark.anyio
+async def test_call_timeout_becomes_a_tool_error() -> None:
+    """It bounds a call by timeout_s and says so."""
+    async def call(_name: str, _args: dict[str, Any]) -> types.CallToolResult:
+        await anyio.sleep(10)
+        raise AssertionError("not reached")
+
+    definition = bridged_definition(types.Tool(name="t", input_schema={"type": "object"}), name="t",
+                                    server="s", call=call, timeout_s=0.05)
+    with anyio.fail_after(5), pytest.raises(ToolError, match=r"did not answer within 0\.05s"):
+        await definition.execute({}, None)

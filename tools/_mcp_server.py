@@ -1,0 +1,250 @@
+"""Server side of the MCP bridge: ``codemode serve``, a Model Context Protocol server on stdio.
+
+One server connection is one agent session: every ``tools/call`` runs ``rt.execute(name, arguments,
+agent=<the session's agent>)`` through the full pipeline, so hooks, guards, approval and the event log
+apply exactly as for a model turn. What is offered follows the runtime's mode for that agent (``code``:
+``run_code`` only; ``both``: the native tools plus ``run_code``; ``native``: the native tools), because the
+tool list *is* ``rt.schemas(agent)``.
+
+``run_code``'s MCP description is its own description followed by the ``tools:sdk`` section (the
+generated Python declarations of every tool a program may call), so a client that only reads tool
+descriptions still sees the SDK. The same text is offered as the prompt ``codemode_sdk`` and the resource
+``codemode://sdk``.
+
+Results: content blocks become MCP text (or image) content, error results set ``isError`` (their content
+is ``Error: <message>``), and a successful value that is a JSON object is also sent as
+``structuredContent``. Nothing a client sends can crash the server: unexpected failures become
+``isError`` results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import itertools
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
+
+from runtime import Agent, ToolDefinition, ToolRuntime, UsageError
+from runtime.prompt import SDK_SECTION
+from sandbox.lossless import thaw
+
+from ._mcp_client import McpBridge, parse_upstream
+from ._mcp_convert import to_call_tool_result
+
+__all__ = ("add_serve_arguments", "build_server", "run_serve", "serve_stdio")
+
+SDK_PROMPT = "codemode_sdk"
+SDK_URI = "codemode://sdk"
+_RUN_CODE = "run_code"
+
+
+def _offer(rt: ToolRuntime, agent: Agent) -> tuple[list[Any], str | None]:
+    """The tools offered to ``agent`` (wire order) and the non-empty ``tools:sdk`` text, if any."""
+    prompt = rt.prompt(agent)
+    section = prompt.section(SDK_SECTION)
+    sdk = section.text if section is not None and section.text else None
+    return list(prompt.tools), sdk
+
+
+def sdk_text(rt: ToolRuntime, agent: Agent) -> str | None:
+    """The ``tools:sdk`` prompt section the runtime assembles for ``agent`` (None in native mode)."""
+    return _offer(rt, agent)[1]
+
+
+def _tool(schema: Any, sdk: str | None) -> types.Tool:
+    description = str(schema["description"])
+    if schema["name"] == _RUN_CODE and sdk:
+        description = f"{description}\n\n{sdk}"
+    return types.Tool(name=schema["name"], description=description, input_schema=thaw(schema["parameters"]))
+
+
+def build_server(rt: ToolRuntime, agent: Agent, *, name: str = "codemode", version: str = "") -> Server[Any]:
+    """A low-level MCP ``Server`` whose handlers map to ``rt`` for the one agent ``agent``."""
+    call_ids = itertools.count(1)
+
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        offered, sdk = _offer(rt, agent)
+        return types.ListToolsResult(tools=[_tool(schema, sdk) for schema in offered])
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        arguments = params.arguments if params.arguments is not None else {}
+        try:
+            result = await rt.execute(params.name, arguments, call_id=f"mcp-{next(call_ids)}", agent=agent)
+        except Exception as exc:  # the pipeline is total; this is a last line of defence
+            message = f"codemode could not run {params.name!r}: {exc}"
+            return types.CallToolResult(content=[types.TextContent(type="text", text=f"Error: {message}")],
+                                        is_error=True)
+        return to_call_tool_result(result)
+
+    async def list_prompts(_ctx: Any, _params: Any) -> types.ListPromptsResult:
+        if sdk_text(rt, agent) is None:
+            return types.ListPromptsResult(prompts=[])
+        prompt = types.Prompt(
+            name=SDK_PROMPT, title="Code Mode SDK",
+            description="The Python declarations of the tools a run_code program can call.",
+        )
+        return types.ListPromptsResult(prompts=[prompt])
+
+    async def get_prompt(_ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        sdk = sdk_text(rt, agent)
+        if params.name != SDK_PROMPT or sdk is None:
+            raise ValueError(f"unknown prompt {params.name!r}; code mode offers {SDK_PROMPT!r}")
+        message = types.PromptMessage(role="user", content=types.TextContent(type="text", text=sdk))
+        return types.GetPromptResult(description="Code Mode SDK", messages=[message])
+
+    async def list_resources(_ctx: Any, _params: Any) -> types.ListResourcesResult:
+        if sdk_text(rt, agent) is None:
+            return types.ListResourcesResult(resources=[])
+        resource = types.Resource(name="sdk", title="Code Mode SDK", uri=SDK_URI, mime_type="text/x-python",
+                                  description="The tools:sdk section offered with run_code.")
+        return types.ListResourcesResult(resources=[resource])
+
+    async def read_resource(_ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        sdk = sdk_text(rt, agent)
+        if str(params.uri) != SDK_URI or sdk is None:
+            raise ValueError(f"unknown resource {str(params.uri)!r}")
+        contents = types.TextResourceContents(uri=SDK_URI, mime_type="text/x-python", text=sdk)
+        return types.ReadResourceResult(contents=[contents])
+
+    return Server(
+        name, version=version,
+        instructions="Code Mode: call run_code with an async Python program that calls tools.NAME(...).",
+        on_list_tools=list_tools, on_call_tool=call_tool, on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt, on_list_resources=list_resources, on_read_resource=read_resource,
+    )
+
+
+async def serve_stdio(rt: ToolRuntime, *, agent: Agent | None = None, name: str = "codemode",
+                      version: str = "") -> None:
+    """Serve ``rt`` as an MCP server on this process's stdin/stdout until the client disconnects.
+
+    ``agent`` is the session's agent (a fresh ``runtime.Agent("mcp")`` when None): one server connection
+    is one agent session.
+    """
+    if agent is None:
+        agent = Agent("mcp")
+    server = build_server(rt, agent, name=name, version=version)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+# -- the CLI entry --------------------------------------------------------------------------------
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``codemode serve`` flags to ``parser``."""
+    parser.add_argument("--mode", choices=("code", "both", "native"), default="code",
+                        help="what to offer: run_code only (code, default), native tools plus run_code "
+                             "(both), or the native tools alone (native)")
+    parser.add_argument("--toolset", action="append", default=[], metavar="MODULE:ATTR",
+                        help="load tools from MODULE:ATTR (a list of definitions or a function returning "
+                             "one); repeatable; default: demo tools, workspace tools and todo_write")
+    parser.add_argument("--workspace", default=".", metavar="DIR",
+                        help="root of the default workspace tools (default: current directory)")
+    parser.add_argument("--upstream", action="append", default=[], metavar="'[NAME=]CMD ARGS'",
+                        help="also offer the tools of this MCP server (spawned on stdio); repeatable")
+    parser.add_argument("--upstream-prefix", action="store_true",
+                        help="always register upstream tools as <server>_<tool> (default: only on collision)")
+    parser.add_argument("--upstream-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="bound on each upstream's start and handshake (default 30)")
+
+
+def _resolve_attr(spec: str) -> Any:
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"--toolset {spec!r} must look like MODULE:ATTR, e.g. tools.demo:demo_tools")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise UsageError(f"--toolset {spec!r}: cannot import {module_name!r}: {exc}") from None
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise UsageError(f"--toolset {spec!r}: {module_name!r} has no attribute {attr!r}")
+        target = getattr(target, part)
+    return target
+
+
+def load_toolset(spec: str) -> list[ToolDefinition]:
+    """Definitions named by ``MODULE:ATTR``: a definition list, or a function returning one."""
+    target = _resolve_attr(spec)
+    if callable(target) and not isinstance(target, ToolDefinition):
+        try:
+            target = target()
+        except Exception as exc:
+            raise UsageError(f"--toolset {spec!r}: calling it failed: {exc}") from None
+    items = [target] if isinstance(target, ToolDefinition) else target
+    if not isinstance(items, Iterable) or isinstance(items, str | bytes):
+        raise UsageError(f"--toolset {spec!r} is not a list of tool definitions")
+    out = list(items)
+    bad = [type(item).__name__ for item in out if not isinstance(item, ToolDefinition)]
+    if bad:
+        raise UsageError(f"--toolset {spec!r} contains non-definitions: {', '.join(sorted(set(bad)))}")
+    return out
+
+
+def _default_toolset(workspace: str) -> list[ToolDefinition]:
+    from .workspace import workspace_tools
+
+    definitions: list[ToolDefinition] = []
+    demo = importlib.import_module("tools.demo")
+    definitions.extend(demo.demo_tools())
+    definitions.extend(workspace_tools(workspace))
+    todo = importlib.import_module("tools.todo_write")
+    definitions.append(todo.todo_write_tool())
+    return definitions
+
+
+def _code_runtime(mode: str) -> Any:
+    if mode == "native":
+        return None
+    try:
+        module = importlib.import_module("tools.run_code")
+    except ImportError as exc:
+        raise UsageError(f'--mode {mode} needs tools.run_code, which is not available: {exc}') from None
+    return module.PythonCodeRuntime()
+
+
+def _error(message: str) -> int:
+    print(f"codemode serve: {message}", file=sys.stderr)
+    return 2
+
+
+async def run_serve(args: argparse.Namespace) -> int:
+    """Run ``codemode serve`` from parsed arguments; returns the exit code (2 for usage errors)."""
+    try:
+        specs: Sequence[str] = args.toolset
+        definitions = [d for spec in specs for d in load_toolset(spec)] if specs else _default_toolset(
+            args.workspace)
+        upstreams = [parse_upstream(text) for text in args.upstream]
+        code_runtime = _code_runtime(args.mode)
+    except UsageError as exc:
+        return _error(str(exc))
+    try:
+        async with ToolRuntime(mode=args.mode, code_runtime=code_runtime) as rt:
+            for definition in definitions:
+                rt.register(definition)
+            prefix: Literal["auto", "always"] = "always" if args.upstream_prefix else "auto"
+            bridge = McpBridge(upstreams, prefix=prefix, taken=[d.name for d in definitions],
+                               connect_timeout_s=args.upstream_timeout)
+            await rt.enter_async_context(bridge)  # the sessions live exactly as long as the runtime
+            bridge.register(rt)
+            await serve_stdio(rt, agent=Agent("mcp"))
+    except UsageError as exc:
+        return _error(str(exc))
+    return 0
+
+
+def serve_main(argv: Sequence[str] | None = None, *, runner: Callable[..., Any] = anyio.run) -> int:
+    """``python -m``-style entry used by tests until ``codemode serve`` is wired: parse and run."""
+    parser = argparse.ArgumentParser(prog="codemode serve")
+    add_serve_arguments(parser)
+    args = parser.parse_args(argv)
+    result: int = runner(run_serve, args)
+    return result
