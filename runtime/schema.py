@@ -41,6 +41,34 @@ _UNSUPPORTED: Final = ("is not a supported keyword (subset: type/oneOf/propertie
                        "additionalProperties/items/enum/const + annotations)")
 
 
+class _Path:
+    """A lazily rendered path (``schema.items.oneOf[1]``): rendering only happens for violations, so deep
+    walks stay linear instead of copying ever-longer strings at every node."""
+
+    __slots__ = ("_parent", "_segment")
+
+    def __init__(self, segment: str, parent: _Path | None = None) -> None:
+        self._segment = segment
+        self._parent = parent
+
+    def key(self, name: str) -> _Path:
+        return _Path("." + name, self)
+
+    def index(self, position: int) -> _Path:
+        return _Path(f"[{position}]", self)
+
+    def __str__(self) -> str:
+        segments: list[str] = []
+        node: _Path | None = self
+        while node is not None:
+            segments.append(node._segment)
+            node = node._parent
+        text = ""
+        for segment in reversed(segments):
+            text += segment[1:] if not text and segment.startswith(".") else segment
+        return text
+
+
 # ---------------------------------------------------------------------------------------------- checker
 
 
@@ -48,7 +76,7 @@ def check_schema(schema: object, root: str = "schema") -> list[str]:
     """Every way ``schema`` leaves the supported subset, path-qualified; empty when it is inside it."""
     violations: list[str] = []
     # Frames: ("enter", node, path) or ("leave", node, path); ancestors tracks the current path's nodes.
-    stack: list[tuple[bool, object, str]] = [(True, schema, root)]
+    stack: list[tuple[bool, object, _Path]] = [(True, schema, _Path(root))]
     ancestors: set[int] = set()
     while stack:
         entering, node, path = stack.pop()
@@ -68,8 +96,8 @@ def check_schema(schema: object, root: str = "schema") -> list[str]:
     return violations
 
 
-def _check_node(node: object, path: str, out: list[str],
-                ancestors: set[int]) -> list[tuple[object, str]] | None:
+def _check_node(node: object, path: _Path, out: list[str],
+                ancestors: set[int]) -> list[tuple[object, _Path]] | None:
     if not isinstance(node, dict) or not all(type(key) is str for key in node):
         out.append(f"{path} must be a schema object")
         return None
@@ -86,7 +114,7 @@ def _check_node(node: object, path: str, out: list[str],
     for key in ("default", "examples"):
         if key in node and not is_lossless(node[key]):
             out.append(f"{path}.{key} must be lossless JSON")
-    children: list[tuple[object, str]] = []
+    children: list[tuple[object, _Path]] = []
     has_type, has_one_of = "type" in node, "oneOf" in node
     if has_type and has_one_of:
         out.append(f"{path} cannot declare both type and oneOf")
@@ -100,7 +128,8 @@ def _check_node(node: object, path: str, out: list[str],
         if not isinstance(branches, list) or len(branches) < 2:
             out.append(f"{path}.oneOf must be an array of at least two schemas")
             return children
-        children.extend((branch, f"{path}.oneOf[{i}]") for i, branch in enumerate(branches))
+        one_of = path.key("oneOf")
+        children.extend((branch, one_of.index(i)) for i, branch in enumerate(branches))
         return children
     kind = node["type"]
     if not isinstance(kind, str) or kind not in SCHEMA_TYPES:
@@ -120,7 +149,8 @@ def _check_node(node: object, path: str, out: list[str],
                 out.append(f"{path}.properties must be an object of schemas")
                 properties = {}
             else:
-                children.extend((sub, f"{path}.properties.{name}") for name, sub in properties.items())
+                props = path.key("properties")
+                children.extend((sub, props.key(name)) for name, sub in properties.items())
         if "additionalProperties" in node and type(node["additionalProperties"]) is not bool:
             out.append(f"{path}.additionalProperties must be a boolean")
         if "required" in node:
@@ -131,13 +161,13 @@ def _check_node(node: object, path: str, out: list[str],
                 out.extend(f'{path}.required names "{k}" which is not in properties'
                            for k in required if k not in properties)
     elif kind == "array" and "items" in node:
-        children.append((node["items"], f"{path}.items"))
+        children.append((node["items"], path.key("items")))
     elif kind in SCALAR_TYPES:
         _check_enum_const(node, kind, path, out)
     return children
 
 
-def _check_enum_const(node: dict[str, Any], kind: str, path: str, out: list[str]) -> None:
+def _check_enum_const(node: dict[str, Any], kind: str, path: _Path, out: list[str]) -> None:
     matches = _SCALAR_CHECKS[kind]
     enum_ok = True
     if "enum" in node:
@@ -223,12 +253,17 @@ def json_equal(left: object, right: object) -> bool:
     return type(left) is type(right) and left == right
 
 
-def _label(path: str) -> str:
-    return path if path else "arguments"
+def _label(path: _Path) -> str:
+    return str(path) or "arguments"
 
 
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
+#: A violation kept unrendered (prefix, path, suffix) until the walk ends: messages inside oneOf branches
+#: are only counted, never rendered, which keeps deep oneOf chains linear.
+_Violation = tuple[str, _Path, str]
+
+
+def _quoted(path: _Path, rest: str) -> _Violation:
+    return ('"', path, '"' + rest)
 
 
 class _Node:
@@ -236,7 +271,7 @@ class _Node:
 
     __slots__ = ("path", "schema", "sink", "value")
 
-    def __init__(self, schema: Any, value: Any, path: str, sink: list[str]) -> None:
+    def __init__(self, schema: Any, value: Any, path: _Path, sink: list[_Violation]) -> None:
         self.schema = schema
         self.value = value
         self.path = path
@@ -249,7 +284,7 @@ class _Finish:
     __slots__ = ("branches", "mark", "node", "unvisited")
 
     def __init__(self, node: _Node, mark: int, unvisited: list[Any] | None,
-                 branches: list[list[str]] | None) -> None:
+                 branches: list[list[_Violation]] | None) -> None:
         self.node = node
         self.mark = mark
         self.unvisited = unvisited
@@ -263,8 +298,8 @@ def validate_value(schema: Any, value: Any, root: str = "value") -> list[str]:
     tool arguments) gives ``"key" must be ...`` and ``"arguments"`` for a fault of the root itself.
     ``schema`` must already pass :func:`check_schema`; unknown keywords are ignored. Never raises.
     """
-    violations: list[str] = []
-    stack: list[_Node | _Finish] = [_Node(schema, value, root, violations)]
+    violations: list[_Violation] = []
+    stack: list[_Node | _Finish] = [_Node(schema, value, _Path(root), violations)]
     while stack:
         item = stack.pop()
         if isinstance(item, _Finish):
@@ -273,8 +308,8 @@ def validate_value(schema: Any, value: Any, root: str = "value") -> list[str]:
         try:
             _visit(item, stack)
         except Exception:  # a hostile value (raising __eq__, __iter__ ...) is reported, never raised
-            item.sink.append(f'"{_label(item.path)}" must be a lossless JSON value')
-    return violations
+            item.sink.append(_quoted(item.path, ' must be a lossless JSON value'))
+    return [prefix + _label(path) + suffix for prefix, path, suffix in violations]
 
 
 def _visit(node: _Node, stack: list[_Node | _Finish]) -> None:
@@ -282,23 +317,22 @@ def _visit(node: _Node, stack: list[_Node | _Finish]) -> None:
     if not isinstance(schema, dict):
         return
     if "oneOf" in schema and isinstance(schema["oneOf"], list):
-        branches: list[list[str]] = [[] for _ in schema["oneOf"]]
+        branches: list[list[_Violation]] = [[] for _ in schema["oneOf"]]
         stack.append(_Finish(node, len(sink), None, branches))
         for branch, branch_sink in zip(reversed(schema["oneOf"]), reversed(branches), strict=True):
             stack.append(_Node(branch, value, path, branch_sink))
         return
     kind = schema.get("type")
-    label = _label(path)
     if kind is None:
         if not is_lossless(value):
-            sink.append(f'"{label}" must be a lossless JSON value')
+            sink.append(_quoted(path, ' must be a lossless JSON value'))
         return
     if kind == "object":
         _visit_object(node, stack)
         return
     if kind == "array":
         if not isinstance(value, list):
-            sink.append(f'"{label}" must be an array')
+            sink.append(_quoted(path, ' must be an array'))
             return
         items = schema.get("items")
         if items is None:
@@ -306,33 +340,33 @@ def _visit(node: _Node, stack: list[_Node | _Finish]) -> None:
             return
         stack.append(_Finish(node, len(sink), [], None))
         for index in range(len(value) - 1, -1, -1):
-            stack.append(_Node(items, value[index], f"{path}[{index}]", sink))
+            stack.append(_Node(items, value[index], path.index(index), sink))
         return
     check = _SCALAR_CHECKS.get(kind) if isinstance(kind, str) else None
     if check is None:
         return
     problem = check(value)
     if problem is not None:
-        sink.append(f'"{label}" {problem}')
+        sink.append(_quoted(path, f' {problem}'))
         return
     if "enum" in schema and isinstance(schema["enum"], list) and not any(
             json_equal(value, item) for item in schema["enum"]):
-        sink.append(f'"{label}" must be one of {_compact(schema["enum"])}')
+        sink.append(_quoted(path, f' must be one of {_compact(schema["enum"])}'))
     if "const" in schema and not json_equal(value, schema["const"]):
-        sink.append(f'"{label}" must be {_compact(schema["const"])}')
+        sink.append(_quoted(path, f' must be {_compact(schema["const"])}'))
 
 
 def _visit_object(node: _Node, stack: list[_Node | _Finish]) -> None:
     schema, value, path, sink = node.schema, node.value, node.path, node.sink
     if not isinstance(value, dict):
-        sink.append(f'"{_label(path)}" must be an object')
+        sink.append(_quoted(path, ' must be an object'))
         return
     properties = schema.get("properties")
     properties = properties if isinstance(properties, dict) else {}
     required = schema.get("required")
     for key in required if isinstance(required, list) else ():
         if key not in value:
-            sink.append(f'missing required property "{_join(path, key)}"')
+            sink.append(("missing required property \"", path.key(str(key)), '"'))
     unvisited = [item for key, item in value.items() if key not in properties]
     if any(type(key) is not str for key in value):
         unvisited.append(_NOT_LOSSLESS)
@@ -343,7 +377,7 @@ def _visit_object(node: _Node, stack: list[_Node | _Finish]) -> None:
         stack.append(_Extras(path, extras, sink))
     children = [(key, sub) for key, sub in properties.items() if key in value]
     for key, sub in reversed(children):
-        stack.append(_Node(sub, value[key], _join(path, key), sink))
+        stack.append(_Node(sub, value[key], path.key(key), sink))
 
 
 class _Extras(_Finish):
@@ -351,7 +385,7 @@ class _Extras(_Finish):
 
     __slots__ = ("extras", "path", "sink")
 
-    def __init__(self, path: str, extras: list[str], sink: list[str]) -> None:
+    def __init__(self, path: _Path, extras: list[_Violation], sink: list[_Violation]) -> None:
         self.path = path
         self.extras = extras
         self.sink = sink
@@ -362,21 +396,21 @@ _NOT_LOSSLESS: Final = object()
 
 def _finish(item: _Finish) -> None:
     if isinstance(item, _Extras):
-        item.sink.extend(
-            f'"{_join(item.path, str(key))}" is not a declared property (additionalProperties: false)'
-            for key in item.extras)
+        item.sink.extend(_quoted(item.path.key(str(key)), " is not a declared property "
+                                                           "(additionalProperties: false)")
+                         for key in item.extras)
         return
     node = item.node
     if item.branches is not None:
         matched = sum(1 for branch in item.branches if not branch)
         if matched != 1:
-            node.sink.append(f'"{_label(node.path)}" must match exactly one oneOf branch (matched {matched})')
+            node.sink.append(_quoted(node.path, f' must match exactly one oneOf branch (matched {matched})'))
         return
     if len(node.sink) != item.mark or not item.unvisited:
         return
     if any(part is _NOT_LOSSLESS or not is_lossless(part) for part in item.unvisited):
         text = "a lossless JSON object" if isinstance(node.value, dict) else "a dense lossless JSON array"
-        node.sink.append(f'"{_label(node.path)}" must be {text}')
+        node.sink.append(_quoted(node.path, f' must be {text}'))
 
 
 def _compact(value: object) -> str:

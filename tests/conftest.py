@@ -1,0 +1,11 @@
+"""Shared pytest configuration: async tests run on anyio's asyncio backend."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Run ``@pytest.mark.anyio`` tests on asyncio (the backend codemode ships with)."""
+    return "asyncio"
