@@ -1,0 +1,323 @@
+"""One run on one worker, seen from the host: send ``run``, serve frames, decide the outcome.
+
+Everything the worker sends is hostile (see :mod:`sandbox.protocol`): frames are size-capped, strictly
+decoded and rebuilt; a malformed frame ends the run with kind ``protocol``; duplicate call ids are
+ignored; a call beyond the budget ends the run with ``call-limit``. The wall clock, the caller's cancel
+signal and the worker's death are observed here. Whatever happens, the worker is killed and reaped
+unless it is a session worker that finished cleanly; an anyio cancellation of the caller does the
+same under a shield and then propagates.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, Protocol
+
+import anyio
+import anyio.abc
+
+from .errors import ToolCallFailure
+from .host import WorkerHandle
+from .limits import SandboxLimits
+from .lossless import JsonValue, LosslessJsonError, encoded_size, snapshot
+from .protocol import (
+    LOG_TRUNCATION_MARKER,
+    CallFrame,
+    DoneFrame,
+    FrameDecoder,
+    LogFrame,
+    ProtocolViolation,
+    ReadyFrame,
+    encode_frame,
+    parse_worker_frame,
+)
+from .results import ErrorKind, RunError, RunResult, RunStats
+from .worker import EXIT_MEMORY
+
+__all__ = (
+    "CallTool",
+    "CancelLike",
+    "OnLog",
+    "execute_run",
+)
+
+CallTool = Callable[[str, JsonValue], Awaitable[JsonValue]]
+OnLog = Callable[[str], "Awaitable[None] | None"]
+
+_RECV_CHUNK: Final = 1 << 18
+_EXIT_WAIT: Final = 2.0
+
+
+class CancelLike(Protocol):
+    """Anything with ``cancelled`` and ``async wait()`` (e.g. ``runtime.CancelSignal``)."""
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    async def wait(self) -> Any: ...
+
+
+class _Ended(Exception):  # internal control flow, never escapes this module
+    pass
+
+
+class _RunState:
+    def __init__(self, worker: WorkerHandle, limits: SandboxLimits, tool_names: frozenset[str],
+                 call_tool: CallTool, on_log: OnLog | None) -> None:
+        self.worker = worker
+        self.limits = limits
+        self.tool_names = tool_names
+        self.call_tool = call_tool
+        self.on_log = on_log
+        self.logs: list[str] = []
+        self.log_left = limits.log_bytes
+        self.log_truncated = False
+        self.calls = 0
+        self.seen_ids: set[int] = set()
+        self.error: RunError | None = None
+        self.done: DoneFrame | None = None
+        self.received_done = False
+        self.cpu_ms: float | None = None
+        self.send_lock = anyio.Lock(fast_acquire=True)
+        self.decoder = FrameDecoder(limits.frame_bytes)
+
+    def fail(self, kind: ErrorKind, message: str) -> None:
+        if self.error is None and self.done is None:
+            self.error = RunError(kind, message)
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        data = memoryview(encode_frame(frame))
+        sock = self.worker.channel
+        async with self.send_lock:
+            while data:
+                try:
+                    sent = sock.send(data)
+                except BlockingIOError:
+                    await anyio.wait_writable(sock)
+                    continue
+                except OSError:
+                    return  # the worker is gone; its exit is observed by the reader
+                data = data[sent:]
+
+    # --- logs --------------------------------------------------------------------------------
+    async def add_log(self, frame: LogFrame) -> None:
+        if self.log_truncated:
+            return
+        if frame.truncated:
+            await self._truncate()
+            return
+        text = frame.text
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > self.log_left:
+            kept = text.encode("utf-8", "surrogatepass")[:self.log_left].decode("utf-8", "ignore")
+            if kept:
+                await self._keep(kept)
+            await self._truncate()
+            return
+        self.log_left -= size
+        await self._keep(text)
+
+    async def _truncate(self) -> None:
+        self.log_truncated = True
+        await self._keep(LOG_TRUNCATION_MARKER.format(limit=self.limits.log_bytes))
+
+    async def _keep(self, text: str) -> None:
+        self.logs.append(text)
+        if self.on_log is not None:
+            try:
+                outcome = self.on_log(text)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:  # an observer failing must not fail the run
+                pass
+
+    # --- tool calls ------------------------------------------------------------------------
+    def accept_call(self, frame: CallFrame) -> bool:
+        if frame.id in self.seen_ids:
+            return False  # duplicate id: ignored, never answered twice
+        self.seen_ids.add(frame.id)
+        self.calls += 1
+        if self.calls > self.limits.max_tool_calls:
+            self.fail("call-limit", f"the program made more than {self.limits.max_tool_calls} tool "
+                                    "calls, the budget of one run (max_tool_calls); batch the work "
+                                    "into fewer calls")
+            raise _Ended
+        return True
+
+    async def serve_call(self, frame: CallFrame) -> None:
+        reply: dict[str, Any]
+        if frame.name not in self.tool_names:
+            known = ", ".join(sorted(self.tool_names)) or "none"
+            reply = _failure(frame.id, f"unknown tool {frame.name!r}; declared tools: {known}",
+                             "UNKNOWN_TOOL")
+        else:
+            try:
+                value = await self.call_tool(frame.name, frame.args)
+            except ToolCallFailure as failure:
+                reply = _failure(frame.id, failure.message, failure.code)
+            except Exception as exc:
+                reply = _failure(frame.id, f"the tool handler failed ({type(exc).__name__})",
+                                 "TOOL_FAILED")
+            else:
+                try:
+                    reply = {"type": "reply", "id": frame.id, "ok": True,
+                             "value": snapshot(value, root="result")}
+                except LosslessJsonError as exc:
+                    reply = _failure(frame.id, f"the tool's result is not lossless JSON: {exc}",
+                                     "INVALID_TOOL_OUTPUT")
+        await self.send(reply)
+
+    # --- frames ----------------------------------------------------------------------------
+    async def pump(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Read and act on frames until ``done``, a violation or the worker's death."""
+        sock = self.worker.channel
+        try:
+            while True:
+                try:
+                    data = sock.recv(_RECV_CHUNK)
+                except BlockingIOError:
+                    await anyio.wait_readable(sock)
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    await self._worker_died()
+                    raise _Ended
+                for body in self.decoder.feed(data):
+                    await self.handle(parse_worker_frame(body), task_group)
+        except ProtocolViolation as exc:
+            self.fail("protocol", f"the worker broke the sandbox protocol: {exc}")
+        except _Ended:
+            pass
+        task_group.cancel_scope.cancel()
+
+    async def handle(self, frame: object, task_group: anyio.abc.TaskGroup) -> None:
+        if isinstance(frame, LogFrame):
+            await self.add_log(frame)
+        elif isinstance(frame, CallFrame):
+            if self.accept_call(frame):
+                task_group.start_soon(self.serve_call, frame)
+        elif isinstance(frame, DoneFrame):
+            self._finish(frame)
+            raise _Ended
+        elif isinstance(frame, ReadyFrame):
+            raise ProtocolViolation("unexpected ready frame during a run")
+
+    def _finish(self, frame: DoneFrame) -> None:
+        self.received_done = True
+        self.cpu_ms = frame.cpu_ms
+        if frame.error_kind is not None:
+            self.fail(frame.error_kind, frame.error_message or "")  # type: ignore[arg-type]
+            return
+        if frame.has_value:
+            size = encoded_size(frame.value)
+            if size > self.limits.result_bytes:
+                self.fail("output-limit", f"the program's result is {size} bytes of JSON, over the "
+                                          f"result budget of {self.limits.result_bytes} bytes "
+                                          "(result_bytes)")
+                return
+        self.done = frame
+
+    async def _worker_died(self) -> None:
+        with anyio.move_on_after(_EXIT_WAIT):
+            await self.worker.exited.wait()
+        self.fail(*_classify_exit(self.worker, self.limits))
+
+
+def _failure(call_id: int, message: str, code: str) -> dict[str, Any]:
+    return {"type": "reply", "id": call_id, "ok": False, "message": message, "code": code}
+
+
+def _classify_exit(worker: WorkerHandle, limits: SandboxLimits) -> tuple[ErrorKind, str]:
+    status, cpu = worker.status, worker.cpu_seconds or 0.0
+    if status is None:
+        return "worker-exit", "the worker closed its channel without finishing the run"
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        if number == signal.SIGXCPU or (number == signal.SIGKILL and cpu >= limits.cpu_seconds - 0.05):
+            return "cpu-limit", (f"the program used its whole CPU budget of {limits.cpu_seconds:g} s "
+                                 "(cpu_seconds) and was killed; make the computation cheaper")
+        name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else number
+        return "worker-exit", f"the worker process died from signal {name} before finishing the run"
+    code = os.WEXITSTATUS(status)
+    if code == EXIT_MEMORY:
+        return "memory-limit", (f"the program exceeded its memory budget of {limits.memory_bytes} bytes "
+                                "(memory_bytes)")
+    return "worker-exit", f"the worker process exited with status {code} before finishing the run"
+
+
+async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequence[str],
+                      call_tool: CallTool, limits: SandboxLimits, cancel: CancelLike | None,
+                      on_log: OnLog | None, persist: bool, started: float,
+                      session_restarted: bool = False,
+                      retire: Callable[[WorkerHandle], bool] | None = None) -> RunResult:
+    """Run ``program`` on ``worker`` and return its result.
+
+    The worker is killed and reaped unless it is a session worker (``persist``) that sent ``done``.
+    A one-shot worker that sent ``done`` exits by itself; it is handed to ``retire`` (the sandbox's
+    reaper, which kills it if it lingers) so the run does not wait for that, or killed here when
+    there is no reaper.
+    """
+    state = _RunState(worker, limits, frozenset(tool_names), call_tool, on_log)
+    keep_worker = False
+    try:
+        with anyio.move_on_after(limits.wall_seconds) as wall:
+            async with anyio.create_task_group() as task_group:
+                await state.send({
+                    "type": "run", "program": program, "tool_names": list(tool_names),
+                    "persist": persist,
+                    "limits": {"cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_bytes,
+                               "log_bytes": limits.log_bytes, "result_bytes": limits.result_bytes,
+                               "frame_bytes": limits.frame_bytes},
+                })
+                task_group.start_soon(state.pump, task_group)
+                if cancel is not None:
+                    task_group.start_soon(_watch_cancel, cancel, state, task_group)
+        if wall.cancelled_caught:
+            state.fail("timeout", f"the program ran past its wall-clock budget of {limits.wall_seconds:g} s "
+                                  "(wall_seconds) and was killed")
+        keep_worker = persist and state.received_done
+        if state.received_done and not keep_worker:
+            # A one-shot worker exits by itself after done; the kill is only a safety net against a
+            # worker that lies, and the template reaps it in the background.
+            keep_worker = True
+            if retire is None or not retire(worker):
+                await worker.kill()
+    finally:
+        if not keep_worker:
+            with anyio.CancelScope(shield=True):
+                await worker.kill_and_reap()
+    return _result(state, worker, started, session_restarted)
+
+
+async def _watch_cancel(cancel: CancelLike, state: _RunState, task_group: anyio.abc.TaskGroup) -> None:
+    await cancel.wait()
+    state.fail("aborted", "the run was cancelled by the caller and the worker was killed")
+    task_group.cancel_scope.cancel()
+
+
+def _cpu_ms(state: _RunState, worker: WorkerHandle) -> float | None:
+    if worker.cpu_seconds is not None and not state.received_done:
+        return worker.cpu_seconds * 1000.0  # the kernel's figure for a killed worker
+    return state.cpu_ms
+
+
+def _result(state: _RunState, worker: WorkerHandle, started: float, restarted: bool) -> RunResult:
+    stats = RunStats(
+        wall_ms=(time.perf_counter() - started) * 1000.0,
+        cpu_ms=_cpu_ms(state, worker),
+        tool_calls=state.calls, isolation=worker.layers, worker_pid=worker.pid,
+        session_restarted=restarted,
+    )
+    logs = tuple(state.logs)
+    if state.error is not None or state.done is None:
+        error = state.error or RunError("worker-exit", "the run ended without a result")
+        return RunResult(value=None, has_value=False, logs=logs, error=error, stats=stats)
+    return RunResult(value=state.done.value, has_value=state.done.has_value, logs=logs, error=None,
+                     stats=stats)
+
+

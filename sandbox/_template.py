@@ -1,0 +1,192 @@
+"""The template: a pre-started process that forks one fresh worker per request.
+
+The host starts it once per :class:`~sandbox.Sandbox` as ``python -I`` from the host's interpreter, so
+it never holds host state: it imports the sandbox modules, the executor and RestrictedPython, freezes
+the heap (cheap copy-on-write forks) and then serves a control socket (``SOCK_SEQPACKET``, one JSON
+object per message):
+
+- host ``{op: spawn, id, layers}`` with one descriptor attached (the worker's end of a fresh
+  socketpair): the template makes an empty working directory and forks; the child becomes the worker
+  (:func:`sandbox.worker.serve`), the template answers ``{op: spawned, id, pid}``;
+- host ``{op: kill, pid}``: SIGKILL to the worker's process group. Only the template reaps, so a pid it
+  has not reaped yet cannot have been reused: the kill can never hit a stranger;
+- template ``{op: exited, pid, status, cpu}`` once a worker is reaped (``os.wait4`` status and CPU
+  seconds); its working directory is removed first.
+
+The template is a child subreaper, so anything a worker might manage to leave behind is reparented to
+it and reaped. It dies with the host (parent-death signal) and, when the control socket closes, kills
+and reaps every worker, removes their directories and exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+from typing import Any, Final
+
+from . import _isolate, worker
+
+__all__ = ("main",)
+
+_PR_SET_PDEATHSIG: Final = 1
+_PR_SET_CHILD_SUBREAPER: Final = 36
+_MAX_MESSAGE: Final = 1 << 16
+
+
+class _Template:
+    def __init__(self, control: socket.socket, executor: Any) -> None:
+        self.control = control
+        self.executor = executor
+        self.children: dict[int, str] = {}
+        self.pid = os.getpid()
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        os.set_blocking(self.wake_r, False)
+
+    def send(self, message: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError):
+            self.control.send(json.dumps(message).encode())
+
+    def serve(self) -> None:
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        self.send({"op": "hello", "pid": self.pid})
+        while True:
+            readable, _, _ = select.select([self.control.fileno(), self.wake_r], [], [])
+            if self.wake_r in readable:
+                with contextlib.suppress(OSError):
+                    os.read(self.wake_r, 4096)
+                self.reap()
+            if self.control.fileno() in readable and not self.handle_control():
+                self.shutdown()
+                return
+
+    def handle_control(self) -> bool:
+        try:
+            data, fds, _, _ = socket.recv_fds(self.control, _MAX_MESSAGE, 4)
+        except InterruptedError:
+            return True
+        except OSError:
+            return False
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            return False
+        try:
+            message = json.loads(data)
+        except ValueError:
+            message = {}
+        op = message.get("op") if isinstance(message, dict) else None
+        if op == "spawn" and len(fds) == 1:
+            self.spawn(fds[0], message)
+            return True
+        for fd in fds:
+            os.close(fd)
+        if op == "kill" and type(message.get("pid")) is int:
+            self.kill(message["pid"])
+        return True
+
+    def spawn(self, channel: int, message: dict[str, Any]) -> None:
+        layers = frozenset(str(layer) for layer in message.get("layers", ()))
+        try:
+            workdir = tempfile.mkdtemp(prefix="codemode-worker-")
+            os.chmod(workdir, 0o555)
+            pid = os.fork()
+        except OSError as exc:
+            os.close(channel)
+            self.send({"op": "spawned", "id": message.get("id"), "error": str(exc)})
+            return
+        if pid == 0:  # the worker; never returns
+            try:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                os.setsid()
+                os.chdir(workdir)
+                worker.serve(channel, worker.WorkerConfig(self.executor, layers, self.pid))
+            finally:
+                os._exit(1)
+        os.close(channel)
+        self.children[pid] = workdir
+        self.send({"op": "spawned", "id": message.get("id"), "pid": pid})
+
+    def kill(self, pid: int) -> None:
+        if pid not in self.children:
+            return  # already reaped (or never ours): never signal a pid we do not own
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+    def reap(self, block: bool = False) -> None:
+        while True:
+            try:
+                pid, status, usage = os.wait4(-1, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                return
+            except InterruptedError:
+                continue
+            if pid == 0:
+                return
+            workdir = self.children.pop(pid, None)
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
+                self.send({"op": "exited", "pid": pid, "status": status,
+                           "cpu": usage.ru_utime + usage.ru_stime})
+
+    def shutdown(self) -> None:
+        for pid in list(self.children):
+            self.kill(pid)
+        self.reap(block=True)
+        for workdir in self.children.values():
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _prepare(executor_name: str) -> Any:
+    """Import everything a worker needs before the first fork, so no worker pays for it."""
+    import asyncio  # noqa: F401
+
+    executor = importlib.import_module(executor_name)
+    for name in ("compile_program", "run_program"):
+        if not callable(getattr(executor, name, None)):
+            raise ImportError(f"executor module {executor_name!r} has no callable {name!r}")
+    _isolate._lib()
+    _isolate._seccomp_program()
+    gc.collect()
+    gc.freeze()
+    return executor
+
+
+def main(argv: list[str]) -> None:
+    """Entry point: ``argv`` is ``[control_fd, executor_module, json_sys_path]``.
+
+    The host passes its own ``sys.path`` so the template imports exactly the modules the host would
+    (``-I`` drops the environment and the current directory from the path).
+    """
+    if len(argv) > 2:
+        sys.path[:] = [str(entry) for entry in json.loads(argv[2])]
+    control = socket.socket(fileno=int(argv[0]))
+    control.setblocking(True)
+    libc = _isolate._lib()
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        executor = _prepare(argv[1])
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            control.send(json.dumps({"op": "hello", "error": f"{type(exc).__name__}: {exc}"}).encode())
+        sys.exit(1)
+    _Template(control, executor).serve()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,281 @@
+"""Host-side process control: the template process and handles on the workers it forks.
+
+:class:`TemplateProcess` starts ``python -I -m sandbox._template`` with the host's interpreter, keeps
+its control socket and turns the template's messages into per-worker events. :class:`WorkerHandle` is
+the host's view of one worker: its pid, the host end of its protocol channel and, once the template has
+reaped it, its wait status and CPU time. Killing goes through the template (which alone reaps, so the
+pid cannot have been reused); if the template itself is gone the host signals the group directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterable
+from typing import Any, Final
+
+import anyio
+import anyio.abc
+
+from .errors import SandboxStartError
+from .protocol import FrameDecoder, ProtocolViolation, ReadyFrame, parse_worker_frame
+
+__all__ = (
+    "DEFAULT_EXECUTOR",
+    "TemplateProcess",
+    "WorkerHandle",
+)
+
+DEFAULT_EXECUTOR: Final = "sandbox.interpreter"
+_MAX_MESSAGE: Final = 1 << 16
+_START_TIMEOUT: Final = 30.0
+_READY_TIMEOUT: Final = 10.0
+_READY_FRAME_BYTES: Final = 1 << 16
+
+
+class WorkerHandle:
+    """The host's handle on one worker process."""
+
+    def __init__(self, template: TemplateProcess, pid: int, channel: socket.socket) -> None:
+        self.template = template
+        self.pid = pid
+        self.channel = channel
+        self.layers: tuple[str, ...] = ()
+        self.exited = anyio.Event()
+        self.status: int | None = None
+        self.cpu_seconds: float | None = None
+        self.killed = False
+
+    @property
+    def alive(self) -> bool:
+        """False once the worker was killed or reaped."""
+        return not self.killed and not self.exited.is_set()
+
+    def _set_exited(self, status: int, cpu: float) -> None:
+        self.status = status
+        self.cpu_seconds = cpu
+        self.exited.set()
+        with contextlib.suppress(OSError):
+            self.channel.close()
+
+    async def wait_ready(self) -> None:
+        """Read the worker's ``ready`` frame (its layers); raise SandboxStartError if it never comes."""
+        decoder = FrameDecoder(_READY_FRAME_BYTES)
+        with anyio.move_on_after(_READY_TIMEOUT):
+            while True:
+                await anyio.wait_readable(self.channel)
+                try:
+                    data = self.channel.recv(_READY_FRAME_BYTES)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    raise SandboxStartError("the worker exited during its start")
+                try:
+                    bodies = decoder.feed(data)
+                    if bodies:
+                        frame = parse_worker_frame(bodies[0])
+                        if not isinstance(frame, ReadyFrame) or len(bodies) > 1:
+                            raise ProtocolViolation("expected exactly one ready frame")
+                        self.layers = frame.layers
+                        return
+                except ProtocolViolation as exc:
+                    raise SandboxStartError(f"the worker's start handshake was malformed: {exc}") from None
+        raise SandboxStartError(f"the worker did not get ready within {_READY_TIMEOUT:g} s")
+
+    async def kill(self) -> None:
+        """SIGKILL the worker's process group (idempotent)."""
+        if self.exited.is_set():
+            return
+        self.killed = True
+        await self.template.kill(self.pid)
+
+    async def kill_and_reap(self, grace: float = 5.0) -> None:
+        """Kill the worker and wait until the template has reaped it (shield this in cleanup)."""
+        await self.kill()
+        with anyio.move_on_after(grace):
+            await self.exited.wait()
+        with contextlib.suppress(OSError):
+            self.channel.close()
+
+
+class TemplateProcess:
+    """The running template and its control socket."""
+
+    def __init__(self, executor: str = DEFAULT_EXECUTOR) -> None:
+        self.executor = executor
+        self.process: anyio.abc.Process | None = None
+        self.control: socket.socket | None = None
+        self.pid: int | None = None
+        self._workers: dict[int, WorkerHandle] = {}
+        self._spawns: dict[int, tuple[anyio.Event, list[Any]]] = {}
+        self._next_spawn = 0
+        self._send_lock = anyio.Lock()
+        self._closed = False
+
+    @property
+    def live_workers(self) -> list[WorkerHandle]:
+        """Workers that have not been reaped yet."""
+        return [w for w in self._workers.values() if not w.exited.is_set()]
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Start the template and wait for its hello; raise SandboxStartError on any failure."""
+        host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            command = [sys.executable, "-I", "-m", "sandbox._template", str(child_end.fileno()),
+                       self.executor, json.dumps([p for p in sys.path if isinstance(p, str)])]
+            self.process = await anyio.open_process(
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, pass_fds=(child_end.fileno(),), env={}, cwd="/")
+        except OSError as exc:
+            host_end.close()
+            raise SandboxStartError(f"cannot start the sandbox template: {exc}") from exc
+        finally:
+            child_end.close()
+        host_end.setblocking(False)
+        self.control = host_end
+        with anyio.move_on_after(_START_TIMEOUT):
+            hello = await self._receive()
+            if hello is None or "error" in hello or type(hello.get("pid")) is not int:
+                detail = hello.get("error") if hello else "it exited"
+                await self.aclose()
+                raise SandboxStartError(f"the sandbox template failed to start: {detail}")
+            self.pid = hello["pid"]
+            task_group.start_soon(self._read_loop)
+            return
+        await self.aclose()
+        raise SandboxStartError(f"the sandbox template did not start within {_START_TIMEOUT:g} s")
+
+    async def _receive(self) -> dict[str, Any] | None:
+        assert self.control is not None
+        while True:
+            try:
+                data = self.control.recv(_MAX_MESSAGE)
+            except BlockingIOError:
+                await anyio.wait_readable(self.control)
+                continue
+            except OSError:
+                return None
+            if not data:
+                return None
+            try:
+                message = json.loads(data)
+            except ValueError:
+                continue
+            if isinstance(message, dict):
+                return message
+
+    async def _read_loop(self) -> None:
+        while True:
+            message = await self._receive()
+            if message is None:
+                self._template_gone()
+                return
+            op = message.get("op")
+            if op == "spawned":
+                waiter = self._spawns.pop(message.get("id"), None)  # type: ignore[arg-type]
+                if waiter is not None:
+                    waiter[1].append(message)
+                    waiter[0].set()
+            elif op == "exited":
+                handle = self._workers.pop(message.get("pid"), None)  # type: ignore[arg-type]
+                if handle is not None:
+                    handle._set_exited(int(message.get("status", 0)), float(message.get("cpu", 0.0)))
+
+    def _template_gone(self) -> None:
+        """The control socket closed: the template died. Kill what it leaves behind, fail waiters."""
+        self._closed = True
+        for handle in list(self._workers.values()):
+            with contextlib.suppress(OSError):
+                os.killpg(handle.pid, signal.SIGKILL)
+            handle._set_exited(signal.SIGKILL, 0.0)
+        self._workers.clear()
+        for event, _ in self._spawns.values():
+            event.set()
+        self._spawns.clear()
+
+    async def _send(self, message: dict[str, Any], fds: Iterable[int] = ()) -> None:
+        if self.control is None or self._closed:
+            raise SandboxStartError("the sandbox template is not running")
+        data = json.dumps(message).encode()
+        async with self._send_lock:
+            while True:
+                try:
+                    socket.send_fds(self.control, [data], list(fds))
+                    return
+                except BlockingIOError:
+                    await anyio.wait_writable(self.control)
+                except OSError as exc:
+                    raise SandboxStartError(f"the sandbox template is gone: {exc}") from None
+
+    async def spawn(self, layers: frozenset[str]) -> WorkerHandle:
+        """Fork a new worker and wait for its ``ready`` frame."""
+        host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        spawn_id = self._next_spawn
+        self._next_spawn += 1
+        event = anyio.Event()
+        box: list[Any] = []
+        self._spawns[spawn_id] = (event, box)
+        try:
+            await self._send({"op": "spawn", "id": spawn_id, "layers": sorted(layers)},
+                             [child_end.fileno()])
+        except BaseException:
+            self._spawns.pop(spawn_id, None)
+            host_end.close()
+            raise
+        finally:
+            child_end.close()
+        try:
+            await event.wait()
+        except BaseException:
+            self._spawns.pop(spawn_id, None)
+            host_end.close()
+            raise
+        if not box or type(box[0].get("pid")) is not int:
+            host_end.close()
+            detail = box[0].get("error") if box else "the template is gone"
+            raise SandboxStartError(f"cannot fork a worker: {detail}")
+        host_end.setblocking(False)
+        handle = WorkerHandle(self, box[0]["pid"], host_end)
+        self._workers[handle.pid] = handle
+        try:
+            await handle.wait_ready()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await handle.kill_and_reap()
+            raise
+        return handle
+
+    async def kill(self, pid: int) -> None:
+        """Ask the template to SIGKILL a worker's group; signal it directly if the template is gone."""
+        try:
+            await self._send({"op": "kill", "pid": pid})
+        except SandboxStartError:
+            if pid in self._workers:
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+
+    async def aclose(self) -> None:
+        """Close the control socket (the template kills and reaps every worker) and reap the template."""
+        if self.control is not None:
+            with contextlib.suppress(OSError):
+                self.control.shutdown(socket.SHUT_RDWR)
+            self.control.close()
+        self._closed = True
+        process = self.process
+        if process is None:
+            return
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+            await process.aclose()

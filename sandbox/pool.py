@@ -1,0 +1,255 @@
+"""The public host-side object: :class:`Sandbox`, an async context manager owning a warm worker supply.
+
+Entering a sandbox starts one template process (:mod:`sandbox._template`) and keeps ``warm`` workers
+forked and ready ahead of demand, so a run never waits for a fork or for the isolation set-up. Each
+one-shot run takes a fresh worker, which exits after its ``done`` frame; nothing survives from one run
+to the next. Runs are concurrency-safe: every run has its own worker. A persistent session
+(:meth:`Sandbox.open_session`) keeps one worker and its globals between runs.
+
+Leaving the sandbox closes its sessions, kills every worker (the template reaps them and removes their
+working directories) and reaps the template.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Final
+
+import anyio
+import anyio.abc
+
+from ._isolate import OPTIONAL_LAYERS
+from ._run import CallTool, CancelLike, OnLog, execute_run
+from .errors import SandboxClosedError, SandboxStartError, SandboxUsageError
+from .host import DEFAULT_EXECUTOR, TemplateProcess, WorkerHandle
+from .limits import DEFAULT_LIMITS, SandboxLimits
+from .results import ErrorKind, RunError, RunResult, RunStats
+from .session import SandboxSession
+
+__all__ = ("Sandbox",)
+
+_RESPAWN_PAUSE: Final = 0.05
+_RETIRE_GRACE: Final = 0.25
+
+
+class Sandbox:
+    """Runs programs in isolated, resource-limited worker processes.
+
+    ``limits`` are the default budgets of every run (a run may pass its own). ``warm`` workers are kept
+    forked and ready. ``executor`` names the module the workers run programs with (it must define
+    ``compile_program`` and ``run_program``; the default is :mod:`sandbox.interpreter`). ``layers``
+    restricts the optional isolation layers to attempt (default: all of ``netns``, ``uid``,
+    ``no-new-privs``, ``seccomp``); the layers actually active are reported per run.
+    """
+
+    def __init__(self, limits: SandboxLimits | None = None, *, warm: int = 2,
+                 executor: str = DEFAULT_EXECUTOR, layers: Iterable[str] | None = None) -> None:
+        if limits is not None and not isinstance(limits, SandboxLimits):
+            raise SandboxUsageError("limits must be a SandboxLimits value")
+        if type(warm) is not int or warm < 0:
+            raise SandboxUsageError("warm must be a non-negative int")
+        chosen = OPTIONAL_LAYERS if layers is None else frozenset(layers)
+        if unknown := sorted(chosen - OPTIONAL_LAYERS):
+            raise SandboxUsageError(f"unknown isolation layers {unknown}; known: {sorted(OPTIONAL_LAYERS)}")
+        self.limits = limits or DEFAULT_LIMITS
+        self._warm = warm
+        self._layers = chosen
+        self._template = TemplateProcess(executor)
+        self._ready: list[WorkerHandle] = []
+        self._starting = 0
+        self._need = anyio.Event()
+        self._supplied = anyio.Event()
+        self._active = 0
+        self._quiet = anyio.Event()
+        self._quiet.set()
+        self._sessions: set[SandboxSession] = set()
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._open = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    async def __aenter__(self) -> Sandbox:
+        if self._stack is not None:
+            raise SandboxUsageError("a Sandbox can be entered only once")
+        stack = contextlib.AsyncExitStack()
+        self._stack = stack
+        self._task_group = await stack.enter_async_context(anyio.create_task_group())
+        try:
+            await self._template.start(self._task_group)
+        except BaseException:
+            self._task_group.cancel_scope.cancel()
+            await stack.aclose()
+            raise
+        self._open = True
+        self._retired_in, self._retired_out = anyio.create_memory_object_stream[WorkerHandle](1024)
+        self._task_group.start_soon(self._refill)
+        self._task_group.start_soon(self._reap_retired)
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close sessions, kill every worker, reap the template (idempotent)."""
+        if self._stack is None or not self._open:
+            return
+        self._open = False
+        self._retired_in.close()
+        with anyio.CancelScope(shield=True):
+            for session in list(self._sessions):
+                await session.aclose()
+            for worker in self._ready:
+                await worker.kill()
+            self._ready.clear()
+            for worker in self._template.live_workers:
+                await worker.kill()
+            await self._template.aclose()
+        assert self._task_group is not None
+        self._task_group.cancel_scope.cancel()
+        await self._stack.aclose()
+
+    @property
+    def template_pid(self) -> int | None:
+        """Pid of the template process (None before the sandbox is entered)."""
+        return self._template.pid
+
+    @property
+    def live_worker_pids(self) -> list[int]:
+        """Pids of workers not yet reaped (warm, running or in a session)."""
+        return [worker.pid for worker in self._template.live_workers]
+
+    # --- the warm supply ---------------------------------------------------------------------
+    async def _refill(self) -> None:
+        """Keep ``warm`` workers ready; fork replacements while no run is in flight.
+
+        Forking and isolating a worker costs a few milliseconds of CPU; doing it while a run is in
+        flight would steal that CPU from the run. So replacements wait for a quiet moment, unless the
+        supply is empty (then the next run would have to wait for a fork anyway).
+        """
+        while self._open:
+            while self._open and len(self._ready) + self._starting < self._warm:
+                if self._active and self._ready:
+                    await self._quiet.wait()
+                    continue
+                self._starting += 1
+                try:
+                    worker = await self._template.spawn(self._layers)
+                except SandboxStartError:
+                    await anyio.sleep(_RESPAWN_PAUSE)
+                    continue
+                finally:
+                    self._starting -= 1
+                self._ready.append(worker)
+                self._supplied.set()
+                self._supplied = anyio.Event()
+            await self._need.wait()
+            self._need = anyio.Event()
+
+    def _retire(self, worker: WorkerHandle) -> bool:
+        """Hand a worker that sent ``done`` to the reaper; False if the reaper cannot take it."""
+        try:
+            self._retired_in.send_nowait(worker)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        return True
+
+    async def _reap_retired(self) -> None:
+        """Kill retired workers that have not exited by themselves after a short grace period."""
+        async with self._retired_out:
+            async for worker in self._retired_out:
+                with anyio.move_on_after(_RETIRE_GRACE):
+                    await worker.exited.wait()
+                await worker.kill()
+
+    async def wait_warm(self) -> None:
+        """Wait until the warm supply is full (benchmarks use this to measure warm runs)."""
+        while self._open and len(self._ready) < self._warm:
+            await self._supplied.wait()
+
+    async def _acquire(self) -> WorkerHandle:
+        if not self._open:
+            raise SandboxClosedError("the sandbox is closed; use it inside 'async with Sandbox()'")
+        self._need.set()
+        while self._ready:
+            worker = self._ready.pop(0)
+            if worker.alive:
+                return worker
+        return await self._template.spawn(self._layers)
+
+    # --- runs ------------------------------------------------------------------------------
+    def open_session(self, limits: SandboxLimits | None = None) -> SandboxSession:
+        """A persistent session: successive runs share one worker and its globals (``async with``)."""
+        if not self._open:
+            raise SandboxClosedError("the sandbox is closed; open sessions inside 'async with Sandbox()'")
+        if limits is not None and not isinstance(limits, SandboxLimits):
+            raise SandboxUsageError("limits must be a SandboxLimits value")
+        session = SandboxSession(self._acquire, limits or self.limits, self._sessions.discard)
+        self._sessions.add(session)
+        return session
+
+    async def run(self, program: str, *, tool_names: Sequence[str], call_tool: CallTool,
+                  limits: SandboxLimits | None = None, cancel: CancelLike | None = None,
+                  on_log: OnLog | None = None, session: SandboxSession | None = None) -> RunResult:
+        """Run one program in a fresh worker (or in ``session``'s worker) and return its result.
+
+        Never raises for what the program does; raises :class:`SandboxUsageError` for bad arguments
+        and :class:`SandboxClosedError` outside the ``async with`` block. An anyio cancellation of
+        the caller kills and reaps the worker, then propagates.
+        """
+        started = time.perf_counter()
+        names = _check_arguments(program, tool_names, call_tool, limits, cancel, on_log)
+        if session is not None and not isinstance(session, SandboxSession):
+            raise SandboxUsageError("session must come from Sandbox.open_session()")
+        if not self._open:
+            raise SandboxClosedError("the sandbox is closed; use it inside 'async with Sandbox()'")
+        if session is not None and session not in self._sessions and not session.closed:
+            raise SandboxUsageError("session belongs to another sandbox")
+        if cancel is not None and cancel.cancelled:
+            return _failed("aborted", "the run was cancelled before it started", started)
+        self._active += 1
+        self._quiet = anyio.Event()
+        try:
+            if session is not None:
+                return await session.run(program, tool_names=names, call_tool=call_tool, limits=limits,
+                                         cancel=cancel, on_log=on_log, started=started)
+            try:
+                worker = await self._acquire()
+            except SandboxStartError as exc:
+                return _failed("worker-exit", f"no worker could be started: {exc.message}", started)
+            return await execute_run(worker, program=program, tool_names=names, call_tool=call_tool,
+                                     limits=limits or self.limits, cancel=cancel, on_log=on_log,
+                                     persist=False, started=started, retire=self._retire)
+        finally:
+            self._active -= 1
+            if not self._active:
+                self._quiet.set()
+
+
+def _check_arguments(program: object, tool_names: object, call_tool: object, limits: object,
+                     cancel: object, on_log: object) -> tuple[str, ...]:
+    if type(program) is not str:
+        raise SandboxUsageError("program must be a str")
+    if isinstance(tool_names, str) or not isinstance(tool_names, Iterable):
+        raise SandboxUsageError("tool_names must be a sequence of str")
+    names = tuple(tool_names)
+    if any(type(name) is not str for name in names):
+        raise SandboxUsageError("tool_names must contain only str")
+    if not callable(call_tool):
+        raise SandboxUsageError("call_tool must be an async callable (name, args) -> value")
+    if limits is not None and not isinstance(limits, SandboxLimits):
+        raise SandboxUsageError("limits must be a SandboxLimits value")
+    if cancel is not None and not (hasattr(cancel, "cancelled") and callable(getattr(cancel, "wait", None))):
+        raise SandboxUsageError("cancel must have a 'cancelled' attribute and an async 'wait()'")
+    if on_log is not None and not callable(on_log):
+        raise SandboxUsageError("on_log must be callable")
+    return names
+
+
+def _failed(kind: ErrorKind, message: str, started: float) -> RunResult:
+    stats = RunStats(wall_ms=(time.perf_counter() - started) * 1000.0, cpu_ms=None, tool_calls=0,
+                     isolation=())
+    return RunResult(value=None, has_value=False, logs=(), error=RunError(kind, message), stats=stats)

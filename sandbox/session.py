@@ -1,0 +1,91 @@
+"""Persistent sessions: successive programs share one worker process and its globals, like a notebook.
+
+A session is opt-in (:meth:`sandbox.Sandbox.open_session`). Its worker is taken from the warm supply
+at the first run and kept alive between runs; it is still a separate, isolated process (other runs and
+other sessions have their own), and every run gets the same per-run budgets. Runs of one session are
+serialised. When a run ends in a way that kills the worker (timeout, CPU or memory exhaustion, protocol
+violation, cancellation, a crash), the session's globals are lost with it; the next run starts a fresh
+worker and says so (``RunResult.stats.session_restarted``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+
+import anyio
+
+from ._run import CallTool, CancelLike, OnLog, execute_run
+from .errors import SandboxStartError, SessionClosedError
+from .host import WorkerHandle
+from .limits import SandboxLimits
+from .results import RunError, RunResult, RunStats
+
+__all__ = ("SandboxSession",)
+
+
+class SandboxSession:
+    """One persistent worker and its globals; use with ``async with`` and pass to ``Sandbox.run``."""
+
+    def __init__(self, acquire: Callable[[], Awaitable[WorkerHandle]], limits: SandboxLimits,
+                 on_close: Callable[[SandboxSession], None]) -> None:
+        self._acquire = acquire
+        self.limits = limits
+        self._on_close = on_close
+        self._worker: WorkerHandle | None = None
+        self._had_worker = False
+        self._lock = anyio.Lock()
+        self.closed = False
+        self.restarts = 0
+
+    async def __aenter__(self) -> SandboxSession:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    @property
+    def worker_pid(self) -> int | None:
+        """Pid of the session's current worker, if it has one alive."""
+        worker = self._worker
+        return worker.pid if worker is not None and worker.alive else None
+
+    async def aclose(self) -> None:
+        """Kill and reap the session's worker; later runs with this session raise SessionClosedError."""
+        self.closed = True
+        self._on_close(self)
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            with anyio.CancelScope(shield=True):
+                await worker.kill_and_reap()
+
+    async def run(self, program: str, *, tool_names: Sequence[str], call_tool: CallTool,
+                  limits: SandboxLimits | None, cancel: CancelLike | None, on_log: OnLog | None,
+                  started: float | None = None) -> RunResult:
+        """Run one program in the session's worker (called by ``Sandbox.run(..., session=...)``)."""
+        begun = time.perf_counter() if started is None else started
+        async with self._lock:
+            if self.closed:
+                raise SessionClosedError("this session was closed; open a new one")
+            restarted = False
+            if self._worker is None or not self._worker.alive:
+                restarted = self._had_worker
+                try:
+                    self._worker = await self._acquire()
+                except SandboxStartError as exc:
+                    return _start_failed(exc, begun)
+                self._had_worker = True
+                self.restarts += int(restarted)
+            return await execute_run(self._worker, program=program, tool_names=tool_names,
+                                     call_tool=call_tool, limits=limits or self.limits, cancel=cancel,
+                                     on_log=on_log, persist=True, started=begun,
+                                     session_restarted=restarted)
+
+
+def _start_failed(exc: SandboxStartError, started: float) -> RunResult:
+    stats = RunStats(wall_ms=(time.perf_counter() - started) * 1000.0, cpu_ms=None, tool_calls=0,
+                     isolation=())
+    return RunResult(value=None, has_value=False, logs=(),
+                     error=RunError("worker-exit", f"no worker could be started: {exc.message}"), stats=stats)

@@ -1,0 +1,320 @@
+"""The worker: the child side of one isolated run (or of one persistent session).
+
+A worker is forked by the template (:mod:`sandbox._template`) with its protocol channel as the only
+descriptor it keeps. It isolates itself (:mod:`sandbox._isolate`), creates its event loop, installs the
+seccomp filter, says ``ready`` and waits for a ``run`` frame. It then applies the run's CPU and
+address-space budgets, compiles and runs the program with the in-process executor, streams ``log``
+frames as output happens, turns every ``tools.NAME(...)`` call into a ``call`` frame answered by a
+``reply`` and ends with one ``done`` frame. A one-shot worker exits right after ``done``; a session
+worker keeps its globals and waits for the next ``run``.
+
+Nothing here trusts the program: the value it returns is checked (lossless, nesting, size) before it is
+sent, and a failure to send or allocate ends the process with a status the host can classify.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import select
+import socket
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Final, NoReturn
+
+from . import _isolate
+from .errors import ToolCallFailure
+from .lossless import JsonValue, LosslessJsonError, dumps, loads, snapshot
+from .protocol import HEADER, LOG_TRUNCATION_MARKER, MAX_VALUE_DEPTH, FrameDecoder, value_depth
+
+__all__ = (
+    "EXIT_HOST_GONE",
+    "EXIT_MEMORY",
+    "WorkerConfig",
+    "serve",
+)
+
+#: Exit status when the worker ran out of memory outside the program (the host reports memory-limit).
+EXIT_MEMORY: Final = 86
+#: Exit status when the host end of the channel went away.
+EXIT_HOST_GONE: Final = 87
+
+_RECV_CHUNK: Final = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """What the template hands a fresh worker: the executor and the optional layers to attempt."""
+
+    executor: ModuleType
+    layers: frozenset[str]
+    parent_pid: int
+
+
+def _encode(frame: dict[str, Any]) -> bytes:
+    body = dumps(frame, validate=False).encode("utf-8", "surrogatepass")
+    return HEADER.pack(len(body)) + body
+
+
+class _Channel:
+    """The worker's end of the protocol socket (fd 3): blocking-style sends, async receives."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.decoder = FrameDecoder(1 << 62)
+        self.frames: list[dict[str, Any]] = []
+
+    def send(self, frame: dict[str, Any]) -> None:
+        self.send_bytes(_encode(frame))
+
+    def send_bytes(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                sent = self.sock.send(view)
+            except BlockingIOError:
+                select.select([], [self.sock], [])
+                continue
+            except OSError:
+                os._exit(EXIT_HOST_GONE)
+            view = view[sent:]
+
+    async def receive(self) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        while not self.frames:
+            try:
+                data = await loop.sock_recv(self.sock, _RECV_CHUNK)
+            except OSError:
+                data = b""
+            if not data:
+                os._exit(EXIT_HOST_GONE)
+            for body in self.decoder.feed(data):
+                frame = loads(body.decode("utf-8", "surrogatepass"))
+                if isinstance(frame, dict):
+                    self.frames.append(frame)
+        return self.frames.pop(0)
+
+
+class _LogLedger:
+    """Streams log text to the host up to the log budget, then sends one truncation marker."""
+
+    def __init__(self, channel: _Channel, limit: int, frame_bytes: int) -> None:
+        self._channel = channel
+        self._left = limit
+        self._limit = limit
+        self._chunk = max(1, (frame_bytes - 256) // 12)  # worst case: 12 bytes per escaped character
+        self.truncated = False
+
+    def __call__(self, text: str) -> None:
+        if self.truncated:
+            return
+        text = str(text)
+        overflow = _utf8_size(text) > self._left
+        if overflow:
+            text = _utf8_prefix(text, self._left)
+        self._left -= _utf8_size(text)
+        if text or not overflow:
+            for start in range(0, max(len(text), 1), self._chunk):
+                self._channel.send({"type": "log", "text": text[start:start + self._chunk]})
+        if overflow:
+            self.truncated = True
+            self._channel.send({"type": "log", "truncated": True,
+                                "text": LOG_TRUNCATION_MARKER.format(limit=self._limit)})
+
+
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _utf8_prefix(text: str, budget: int) -> str:
+    """The longest prefix of ``text`` whose UTF-8 form fits in ``budget`` bytes."""
+    return text.encode("utf-8", "surrogatepass")[:budget].decode("utf-8", "ignore")
+
+
+class _Run:
+    """One program run inside the worker: tool-call correlation and the final ``done`` frame."""
+
+    def __init__(self, channel: _Channel, frame: dict[str, Any]) -> None:
+        self.channel = channel
+        limits = frame["limits"]
+        self.frame_bytes = int(limits["frame_bytes"])
+        self.result_bytes = int(limits["result_bytes"])
+        self.log = _LogLedger(channel, int(limits["log_bytes"]), self.frame_bytes)
+        self.pending: dict[int, asyncio.Future[JsonValue]] = {}
+        self.next_id = 0
+
+    async def call_tool(self, name: str, args: JsonValue) -> JsonValue:
+        """Send one ``call`` frame and wait for its ``reply`` (raised as ToolCallFailure on error)."""
+        name = str(name)
+        try:
+            args = snapshot(args, root="args")
+        except LosslessJsonError as exc:
+            raise TypeError(f"arguments of tools.{name} must be lossless JSON: {exc}") from None
+        if value_depth(args) > MAX_VALUE_DEPTH - 2:
+            raise ValueError(f"arguments of tools.{name} nest deeper than {MAX_VALUE_DEPTH - 2} levels")
+        call_id = self.next_id
+        self.next_id += 1
+        data = _encode({"type": "call", "id": call_id, "name": name, "args": args})
+        if len(data) - HEADER.size > self.frame_bytes:
+            raise ValueError(f"arguments of tools.{name} take {len(data)} bytes, over the frame "
+                             f"budget of {self.frame_bytes} bytes (frame_bytes)")
+        future: asyncio.Future[JsonValue] = asyncio.get_running_loop().create_future()
+        self.pending[call_id] = future
+        self.channel.send_bytes(data)
+        try:
+            return await future
+        finally:
+            self.pending.pop(call_id, None)
+
+    def resolve(self, frame: dict[str, Any]) -> None:
+        future = self.pending.get(frame.get("id"))  # type: ignore[arg-type]
+        if future is None or future.done():
+            return
+        if frame.get("ok") is True:
+            future.set_result(frame.get("value"))
+        else:
+            future.set_exception(ToolCallFailure(str(frame.get("message", "tool call failed")),
+                                                 str(frame.get("code", "TOOL_FAILED"))))
+
+    def done_frame(self, outcome: Any) -> dict[str, Any]:
+        kind = outcome.error_kind
+        if kind is not None:
+            message = str(outcome.error_message)
+            if kind == "exception" and _is_memory_error(message):
+                kind = "memory-limit"
+                message = f"{message}\n(the program exceeded its memory budget: memory_bytes)"
+            return {"type": "done", "error": {"kind": kind, "message": message}}
+        if not outcome.has_value:
+            return {"type": "done", "has_value": False}
+        return self._value_frame(outcome.value)
+
+    def _value_frame(self, value: object) -> dict[str, Any]:
+        try:
+            clean = snapshot(value, root="result")
+        except LosslessJsonError as exc:
+            return _error("invalid-output", f"the program's result is not lossless JSON: {exc}")
+        if value_depth(clean) > MAX_VALUE_DEPTH - 2:
+            return _error("invalid-output",
+                          f"the program's result nests deeper than {MAX_VALUE_DEPTH - 2} levels")
+        size = len(dumps(clean, validate=False).encode("utf-8", "surrogatepass"))
+        if size > self.result_bytes:
+            return _error("output-limit", f"the program's result is {size} bytes of JSON, over the "
+                                          f"result budget of {self.result_bytes} bytes (result_bytes)")
+        return {"type": "done", "has_value": True, "value": clean}
+
+
+def _error(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "done", "error": {"kind": kind, "message": message}}
+
+
+def _is_memory_error(message: str) -> bool:
+    lines = message.strip().splitlines()
+    return bool(lines) and lines[-1].startswith("MemoryError")
+
+
+async def _serve_runs(channel: _Channel, executor: ModuleType) -> None:
+    globals_: dict[str, Any] | None = None
+    while True:
+        frame = await channel.receive()
+        if frame.get("type") != "run":
+            continue
+        limits = frame["limits"]
+        persist = frame.get("persist") is True
+        _isolate.set_run_limits(float(limits["cpu_seconds"]), int(limits["memory_bytes"]),
+                                keep_hard=persist)
+        if persist and globals_ is None:
+            globals_ = {}
+        run = _Run(channel, frame)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        cpu_before = usage.ru_utime + usage.ru_stime
+        done = await _execute(run, executor, frame, globals_ if persist else None)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        done["cpu_ms"] = round((usage.ru_utime + usage.ru_stime - cpu_before) * 1000.0, 3)
+        channel.send(done)
+        if not persist:
+            os._exit(0)
+
+
+async def _execute(run: _Run, executor: ModuleType, frame: dict[str, Any],
+                   globals_: dict[str, Any] | None, *, replies: bool = True) -> dict[str, Any]:
+    try:
+        compiled = executor.compile_program(str(frame["program"]))
+    except MemoryError:
+        raise
+    except Exception as exc:
+        kind = getattr(exc, "kind", "syntax")
+        return _error(kind if kind in ("syntax", "policy") else "syntax", str(exc))
+    reader = asyncio.ensure_future(_dispatch_replies(run) if replies else asyncio.sleep(0))
+    try:
+        outcome = await executor.run_program(
+            compiled, tool_names=tuple(str(n) for n in frame["tool_names"]), call_tool=run.call_tool,
+            log=run.log, globals_=globals_)
+        return run.done_frame(outcome)
+    finally:
+        reader.cancel()
+
+
+async def _dispatch_replies(run: _Run) -> None:
+    while True:
+        frame = await run.channel.receive()
+        if frame.get("type") == "reply":
+            run.resolve(frame)
+
+
+class _NullChannel(_Channel):
+    """A channel that discards what it is sent (used by the warm-up run)."""
+
+    def __init__(self) -> None:
+        self.decoder = FrameDecoder(1 << 20)
+        self.frames = []
+
+    def send_bytes(self, data: bytes) -> None:
+        self.decoder.feed(data)
+
+
+_WARM_UP: Final = {"type": "run", "program": "return None", "tool_names": [], "persist": False,
+                   "limits": {"frame_bytes": 1 << 20, "result_bytes": 1 << 20, "log_bytes": 1 << 20}}
+
+
+async def _warm_up(executor: ModuleType) -> None:
+    """Run a trivial program through the whole path once before saying ``ready``.
+
+    A forked worker shares its heap copy-on-write with the template; the first run through the
+    compiler, the executor and the codec would otherwise pay for hundreds of page copies (reference
+    count updates write to every object they touch). Paying here keeps that off the run's critical
+    path. Nothing of the warm-up survives: it has its own globals and a channel that discards.
+    """
+    frame = loads(dumps(_WARM_UP))
+    run = _Run(_NullChannel(), frame)
+    done = await _execute(run, executor, frame, None, replies=False)
+    run.channel.send(done)
+    resource.getrusage(resource.RUSAGE_SELF)
+
+
+def serve(channel_fd: int, config: WorkerConfig) -> NoReturn:
+    """Run the worker in the current (freshly forked) process; never returns."""
+    try:
+        _isolate.close_inherited_fds(channel_fd)
+        os.environ.clear()
+        layers = _isolate.apply_layers(config.layers, config.parent_pid)
+        sock = socket.socket(fileno=_isolate.CHANNEL_FD)
+        sock.setblocking(False)
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        if "seccomp" in config.layers and "no-new-privs" in layers and _isolate.install_seccomp():
+            layers.append("seccomp")
+        channel = _Channel(sock)
+        loop.run_until_complete(_warm_up(config.executor))
+        channel.send({"type": "ready", "layers": layers})
+        loop.run_until_complete(_serve_runs(channel, config.executor))
+    except MemoryError:
+        os._exit(EXIT_MEMORY)
+    except BaseException:
+        os._exit(1)
+    os._exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("sandbox.worker is started by the sandbox template, not directly")

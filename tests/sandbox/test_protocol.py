@@ -1,0 +1,157 @@
+"""The wire protocol: framing, strict decoding and field-by-field rebuilding of hostile frames."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sandbox.protocol import (
+    HEADER,
+    MAX_VALUE_DEPTH,
+    CallFrame,
+    DoneFrame,
+    FrameDecoder,
+    LogFrame,
+    ProtocolViolation,
+    ReadyFrame,
+    encode_frame,
+    parse_worker_frame,
+    value_depth,
+)
+
+finite = st.floats(allow_nan=False, allow_infinity=False).filter(
+    lambda f: not (f == 0.0 and math.copysign(1.0, f) < 0))
+lossless_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | finite | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=25,
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that also compares types (True is not 1, 1 is not 1.0)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def _body(obj: Any) -> bytes:
+    return json.dumps(obj).encode()
+
+
+@given(value=lossless_values, cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=6))
+def test_lossless_values_round_trip_exactly_through_frames(value: Any, cuts: list[int]) -> None:
+    """It delivers a call frame's args unchanged, with types, however the stream is chunked."""
+    wire = encode_frame({"type": "call", "id": 7, "name": "t", "args": value}) * 2
+    decoder = FrameDecoder(1 << 20)
+    bodies: list[bytes] = []
+    start = 0
+    for cut in [*sorted(c % (len(wire) + 1) for c in cuts), len(wire)]:
+        bodies += decoder.feed(wire[start:cut])
+        start = max(start, cut)
+    assert len(bodies) == 2 and decoder.pending == 0
+    for body in bodies:
+        frame = parse_worker_frame(body)
+        assert isinstance(frame, CallFrame) and frame.id == 7 and _same(frame.args, value)
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=300))
+def test_random_bytes_never_raise_anything_but_a_violation(data: bytes) -> None:
+    """It turns any byte string into frames or a ProtocolViolation, never another exception."""
+    decoder = FrameDecoder(4096)
+    try:
+        for body in decoder.feed(data):
+            parse_worker_frame(body)
+    except ProtocolViolation:
+        pass
+    with contextlib.suppress(ProtocolViolation):
+        parse_worker_frame(data)
+
+
+def test_an_oversized_header_is_refused_before_the_body_arrives() -> None:
+    """It rejects a frame whose length header exceeds the budget and stays broken afterwards."""
+    decoder = FrameDecoder(1024)
+    with pytest.raises(ProtocolViolation, match="1025 bytes exceeds the 1024-byte frame budget"):
+        decoder.feed(HEADER.pack(1025))
+    with pytest.raises(ProtocolViolation, match="lost its framing"):
+        decoder.feed(b"")
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        ({"type": "ready", "layers": ["process", "netns"]}, ReadyFrame(("process", "netns"))),
+        ({"type": "log", "text": "hi", "extra": 1}, LogFrame("hi", False)),
+        ({"type": "log", "text": "[marker]", "truncated": True}, LogFrame("[marker]", True)),
+        ({"type": "call", "id": 0, "name": "x", "args": None}, CallFrame(0, "x", None)),
+        ({"type": "done", "has_value": True, "value": [1, 2.5]}, DoneFrame(True, [1, 2.5], None, None)),
+        ({"type": "done", "has_value": False, "value": "ignored"}, DoneFrame(False, None, None, None)),
+        ({"type": "done", "error": {"kind": "exception", "message": "boom"}, "value": 1},
+         DoneFrame(False, None, "exception", "boom")),
+        ({"type": "done", "has_value": False, "cpu_ms": 1.5}, DoneFrame(False, None, None, None, 1.5)),
+    ],
+)
+def test_valid_frames_are_rebuilt_without_extra_fields(obj: Any, expected: object) -> None:
+    """It rebuilds each frame field by field; an error wins over a forged value."""
+    assert parse_worker_frame(_body(obj)) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"\xff\xfe", "not UTF-8|undecodable"),
+        (b"{", "undecodable"),
+        (b'{"type": "log", "text": NaN}', "undecodable"),
+        (b'{"type": "call", "id": 1, "name": "x", "args": Infinity}', "undecodable"),
+        (b'{"type": "log", "type": "log", "text": "x"}', "duplicate"),
+        (b'{"type": "call", "id": 1, "name": "x", "args": -0.0}', "negative zero"),
+        (b"[1, 2]", "must be a JSON object"),
+        (b'{"type": "hello"}', "unknown frame type"),
+        (b'{"type": 5}', "unknown frame type"),
+        (b'{"type": "log"}', "string 'text'"),
+        (b'{"type": "log", "text": "x", "truncated": 1}', "boolean"),
+        (b'{"type": "call", "id": true, "name": "x", "args": 1}', "integer 'id'"),
+        (b'{"type": "call", "id": -1, "name": "x", "args": 1}', "integer 'id'"),
+        (b'{"type": "call", "id": 1.0, "name": "x", "args": 1}', "integer 'id'"),
+        (b'{"type": "call", "id": 9007199254740992, "name": "x", "args": 1}', "integer 'id'"),
+        (b'{"type": "call", "id": 1, "name": "x"}', "needs 'args'"),
+        (b'{"type": "call", "id": 1, "name": 3, "args": 1}', "string 'name'"),
+        (b'{"type": "done"}', "boolean 'has_value'"),
+        (b'{"type": "done", "has_value": true}', "needs 'value'"),
+        (b'{"type": "done", "error": "boom"}', "must be an object"),
+        (b'{"type": "done", "error": {"kind": "timeout", "message": "x"}}', "may not report"),
+        (b'{"type": "done", "error": {"kind": "exception"}}', "string 'message'"),
+        (b'{"type": "done", "has_value": false, "cpu_ms": -1}', "cpu_ms"),
+        (b'{"type": "ready", "layers": "seccomp"}', "list of strings"),
+        (b"[" * 5000 + b"]" * 5000, "nested too deeply"),
+    ],
+)
+def test_malformed_frames_are_violations_naming_the_fault(body: bytes, reason: str) -> None:
+    """It raises ProtocolViolation with a message that says what was wrong."""
+    with pytest.raises(ProtocolViolation, match=reason):
+        parse_worker_frame(body)
+
+
+def test_values_as_deep_as_the_depth_budget_decode() -> None:
+    """It decodes a frame whose value nests exactly as deep as MAX_VALUE_DEPTH allows."""
+    value: Any = 1
+    for _ in range(MAX_VALUE_DEPTH - 2):
+        value = [value]
+    assert value_depth(value) == MAX_VALUE_DEPTH - 2
+    frame = parse_worker_frame(encode_frame({"type": "done", "has_value": True, "value": value})[4:])
+    assert isinstance(frame, DoneFrame) and value_depth(frame.value) == MAX_VALUE_DEPTH - 2
+
+
+@pytest.mark.parametrize(("value", "depth"), [(1, 0), ([], 1), ({"a": [1, {"b": []}]}, 4), ([[], [[]]], 3)])
+def test_value_depth_counts_containers(value: Any, depth: int) -> None:
+    """It counts nesting levels of containers, scalars being depth 0."""
+    assert value_depth(value) == depth
