@@ -1,0 +1,240 @@
+"""``run_code``: the reserved Code Mode tool, and the Python code runtime that provides it.
+
+A model in code (or both) mode answers with one program: the body of an async Python function. The
+program runs in the sandbox (a RestrictedPython interpreter inside an isolated worker process) and sees
+exactly two host names, ``tools`` and ``ToolCallError``. Every ``await tools.NAME(...)`` becomes a *child
+dispatch*: a call through the very same five-stage pipeline as a model-level call, numbered
+``<outer call id>:code:<n>``, carrying the outer call's execution token as its parent, scheduled on the
+run's own ordered lane (:func:`runtime.scheduler.open_sub_lane`).
+
+:class:`PythonCodeRuntime` is the runtime's ``code_runtime`` seam: it builds the ``run_code`` definition
+for a :class:`~runtime.ToolRuntime` and renders the ``tools:sdk`` prompt section from the same visible set
+that the program's bindings come from (``rt.code_visible(agent)``), so the prompt never declares a tool the
+program cannot call, nor hides one it can.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from runtime import (
+    Agent,
+    CodeRunFailedError,
+    Scope,
+    ToolContext,
+    ToolDefinition,
+    ToolError,
+    ToolOutput,
+    ToolRuntime,
+    define_tool,
+    text_block,
+)
+from runtime.scheduler import open_sub_lane
+from sandbox import RunResult, Sandbox, SandboxLimits, SandboxSession, ToolCallFailure
+from sandbox.lossless import JsonValue, dumps, thaw
+from sdk import ToolSignature, render_python_sdk
+
+__all__ = (
+    "CODE_DESCRIPTION",
+    "NO_OUTPUT",
+    "RUN_CODE_DESCRIPTION",
+    "PythonCodeRuntime",
+    "render_run_output",
+    "signature_of",
+)
+
+#: What the model reads about ``run_code`` (the Python flavour).
+RUN_CODE_DESCRIPTION = (
+    "Execute a Python program against the available tools. Pass two required arguments: `code`, the BODY "
+    "of an async Python function (top-level `await` and `return` both work), and `description`, a short "
+    "summary shown to the user. Inside the program call tools as `await tools.name(args)` (a dict, or "
+    "keyword arguments) exactly as declared in the system prompt; a failed call raises `ToolCallError`. "
+    "Only what the program prints and returns comes back: use `print(...)` and/or `return <value>` "
+    "(lossless JSON). Independent read-only calls may overlap under `asyncio.gather`."
+)
+CODE_DESCRIPTION = "The program: the body of an async Python function."
+DESCRIPTION_DESCRIPTION = (
+    "What the program does, as a clear active-voice summary of 5-10 words shown in the UI, e.g. "
+    "\"Count TODO markers per source file\", \"Summarise the three release notes\", \"Rename the draft "
+    "files in docs\"."
+)
+#: Content of a successful run that printed and returned nothing.
+NO_OUTPUT = "(run_code completed with no output)"
+
+_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "logs": {"type": "array", "items": {"type": "string"}},
+        "result": {"description": "The program's return value, when it returned one."},
+    },
+    "required": ["logs"],
+}
+_COMPACT_DEPTH = 5
+
+
+def signature_of(definition: ToolDefinition) -> ToolSignature:
+    """The SDK's view of a runtime definition (name, description, parameter and output schemas)."""
+    return ToolSignature(name=definition.name, description=definition.description,
+                         parameters=definition.parameters, output_schema=definition.output.schema)
+
+
+def _pretty(value: JsonValue, depth: int = 0) -> str:
+    """Pretty JSON with 2-space indentation; containers at depth >= 5 are compact (bounded indent)."""
+    if isinstance(value, dict) and value:
+        if depth >= _COMPACT_DEPTH:
+            return dumps(value, validate=False)
+        pad = "  " * (depth + 1)
+        items = [f"{pad}{json.dumps(k, ensure_ascii=False)}: {_pretty(v, depth + 1)}"
+                 for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * depth + "}"
+    if isinstance(value, list) and value:
+        if depth >= _COMPACT_DEPTH:
+            return dumps(value, validate=False)
+        pad = "  " * (depth + 1)
+        return "[\n" + ",\n".join(pad + _pretty(v, depth + 1) for v in value) + "\n" + "  " * depth + "]"
+    return dumps(value, validate=False)
+
+
+def render_run_output(logs: Sequence[str], value: JsonValue, has_value: bool) -> str:
+    """What the model sees of a successful run: logs, then the result (strings raw, JSON pretty)."""
+    parts = []
+    if logs:
+        parts.append("\n".join(logs))
+    if has_value:
+        parts.append(value if isinstance(value, str) else _pretty(value))
+    text = "\n".join(part for part in parts if part)
+    return text or NO_OUTPUT
+
+
+def _render(args: Any, value: Any) -> list[dict[str, Any]]:
+    return [text_block(render_run_output(value["logs"], value.get("result"), "result" in value))]
+
+
+def _present_call(args: Any) -> dict[str, Any]:
+    return {"kind": "execute", "title": args["description"], "raw_input": args["code"]}
+
+
+LogObserver = Callable[[ToolContext, str], None]
+
+
+class PythonCodeRuntime:
+    """The Python code runtime: ``ToolRuntime(mode="code", code_runtime=PythonCodeRuntime())``.
+
+    It owns a :class:`sandbox.Sandbox` (a warm supply of isolated workers) unless one is passed in, and
+    must be entered (``async with``) before programs run; a ``ToolRuntime`` enters it for you when the
+    runtime itself is entered. ``limits`` are the per-run sandbox budgets. With
+    ``persistent_sessions=True`` each agent keeps one sandbox session, so variables survive between its
+    ``run_code`` calls (like a notebook); the agent's event log records the session (``code/session``).
+    ``on_log`` observes each printed line as it arrives (the CLI streams them).
+    """
+
+    language = "python"
+
+    def __init__(self, sandbox: Sandbox | None = None, *, limits: SandboxLimits | None = None,
+                 persistent_sessions: bool = False, on_log: LogObserver | None = None) -> None:
+        self._own_sandbox = sandbox is None
+        self.sandbox = sandbox if sandbox is not None else Sandbox(limits)
+        self.limits = limits
+        self.persistent_sessions = persistent_sessions
+        self.on_log = on_log
+        self._sessions: dict[Scope | None, SandboxSession] = {}
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    async def __aenter__(self) -> Self:
+        stack = contextlib.AsyncExitStack()
+        if self._own_sandbox:
+            await stack.enter_async_context(self.sandbox)
+        self._stack = stack
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        sessions, self._sessions = self._sessions, {}
+        for session in sessions.values():
+            await session.aclose()
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
+
+    # ------------------------------------------------------------------ the CodeRuntime seam
+
+    def render_sdk(self, definitions: Sequence[ToolDefinition]) -> str:
+        """The ``tools:sdk`` section for ``definitions`` (the caller's visible set minus run_code)."""
+        return render_python_sdk(signature_of(definition) for definition in definitions)
+
+    def run_code_definition(self, rt: ToolRuntime) -> ToolDefinition:
+        """Build the reserved ``run_code`` tool bound to ``rt``."""
+
+        async def execute(args: Mapping[str, Any], ctx: ToolContext) -> JsonValue:
+            return await self._execute(rt, args, ctx)
+
+        return define_tool(
+            name="run_code",
+            description=RUN_CODE_DESCRIPTION,
+            parameters={
+                "code": {"type": "string", "required": True, "description": CODE_DESCRIPTION},
+                "description": {"type": "string", "required": True,
+                                "description": DESCRIPTION_DESCRIPTION},
+            },
+            output=ToolOutput(schema=_OUTPUT_SCHEMA, render=_render),
+            execute=execute,
+            present_call=_present_call,
+        )
+
+    # ------------------------------------------------------------------ one run
+
+    async def _session_for(self, agent: Scope | None) -> SandboxSession | None:
+        if not self.persistent_sessions:
+            return None
+        session = self._sessions.get(agent)
+        if session is None:
+            session = self.sandbox.open_session(self.limits)
+            await session.__aenter__()
+            self._sessions[agent] = session
+            if isinstance(agent, Agent):
+                agent.events.append("code/session", {"event": "opened", "language": self.language})
+        return session
+
+    async def _execute(self, rt: ToolRuntime, args: Mapping[str, Any], ctx: ToolContext) -> JsonValue:
+        if not args["description"].strip():
+            raise ToolError("invalid description: expected a non-empty string")
+        if self._stack is None:
+            raise ToolError("the Python code runtime is not running: enter it with 'async with' (a "
+                            "ToolRuntime entered with 'async with' enters its code runtime for you)")
+        names = [definition.name for definition in rt.code_visible(ctx.agent)]
+        observer = self.on_log
+
+        def on_log(line: str) -> None:
+            if observer is not None:
+                observer(ctx, line)
+
+        session = await self._session_for(ctx.agent)
+        async with open_sub_lane(rt, outer_call=ctx, cancel=ctx.cancel) as lane:
+
+            async def call_tool(name: str, arguments: Any) -> Any:
+                try:
+                    result = await lane.submit(name, arguments)
+                except ToolError as exc:
+                    raise ToolCallFailure(exc.message, exc.code) from None
+                for context in result.additional_contexts:
+                    ctx.defer_context(context)
+                if result.is_error:
+                    error = result.error
+                    raise ToolCallFailure(error.message if error else "tool call failed",
+                                          (error.code if error else None) or "TOOL_FAILED")
+                return thaw(result.value)
+
+            outcome: RunResult = await self.sandbox.run(
+                args["code"], tool_names=names, call_tool=call_tool, limits=self.limits,
+                cancel=ctx.cancel, on_log=on_log, session=session)
+        if outcome.error is not None:
+            raise CodeRunFailedError(outcome.error.kind, outcome.error.message, outcome.logs)
+        value: dict[str, Any] = {"logs": list(outcome.logs)}
+        if outcome.has_value:
+            value["result"] = outcome.value
+        return value

@@ -1,0 +1,21 @@
+"""The built-in toolset every ``codemode`` command uses when no ``--toolset`` is given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime import ToolDefinition
+
+from .demo import demo_tools
+from .todo_write import todo_write_tool
+from .workspace import workspace_tools
+
+__all__ = ("default_toolset",)
+
+
+def default_toolset(workspace: str | Path = ".") -> list[ToolDefinition]:
+    """The demo tools, the workspace tools rooted at ``workspace``, and ``todo_write``.
+
+    Each call builds fresh definitions, so per-runtime state (the demo counter) is never shared.
+    """
+    return [*demo_tools(), *workspace_tools(workspace), todo_write_tool(allow_parallel_in_progress=False)]
