@@ -127,7 +127,7 @@ class EventLog:
     def from_jsonl(cls, text: str) -> EventLog:
         """Import an export of :meth:`to_jsonl`; malformed input raises :class:`EventLogError`."""
         log = cls()
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(text.split("\n"), start=1):  # not splitlines(): U+0085 etc.
             if not line.strip():
                 continue
             try:
