@@ -25,8 +25,10 @@ submission order (for a model turn that records a synthetic call/result pair; fo
 the waiting program call). A stage that raises is an internal failure: the lane waits for running bodies
 and re-raises the first failure without committing or abandoning anything more.
 
-The lane owns no threads and no fire-and-forget tasks: bodies run in a task group that lives inside
-:meth:`OrderedLane.drive`, which returns only after every body it launched has finished.
+The lane owns no threads and no fire-and-forget tasks: ``run`` stages execute in a small pool of worker
+tasks (at most ``max_parallel``, spawned on demand and reused, since spawning a task per call would
+dominate the cost of cheap calls) inside a task group that lives in :meth:`OrderedLane.drive`, which
+returns only after every worker has finished.
 """
 
 from __future__ import annotations
@@ -149,6 +151,10 @@ class OrderedLane:
         self._failure: BaseException | None = None
         self._wake = anyio.Event()
         self._peak_running = 0
+        self._ready: deque[_Slot] = deque()  # started jobs waiting for a worker
+        self._idle: list[anyio.Event] = []  # one event per idle worker
+        self._workers = 0
+        self._draining = False
 
     @property
     def peak_running(self) -> int:
@@ -187,7 +193,11 @@ class OrderedLane:
         until :meth:`close` is called (a ``run_code`` run), then drains and abandons.
         """
         async with anyio.create_task_group() as group:
-            await self._loop(group, until_idle=until_idle)
+            try:
+                await self._loop(group, until_idle=until_idle)
+            finally:
+                self._draining = True
+                self._wake_workers(everyone=True)
         if self._failure is not None:
             raise self._failure
         reason = self.stop_reason or "lane closed"
@@ -234,8 +244,33 @@ class OrderedLane:
             slot.running = True
             self._running += 1
             self._peak_running = max(self._peak_running, self._running)
-            group.start_soon(self._run, slot)
+            self._ready.append(slot)
+            if self._idle:
+                self._wake_workers(everyone=False)
+            else:
+                self._workers += 1
+                group.start_soon(self._worker)
         return True
+
+    def _wake_workers(self, *, everyone: bool) -> None:
+        while self._idle:
+            self._idle.pop().set()
+            if not everyone:
+                return
+
+    async def _worker(self) -> None:
+        """Run queued ``run`` stages one after another; park when there is none; exit when draining."""
+        try:
+            while True:
+                while self._ready:
+                    await self._run(self._ready.popleft())
+                if self._draining:
+                    return
+                parked = anyio.Event()
+                self._idle.append(parked)
+                await parked.wait()
+        finally:
+            self._workers -= 1
 
     async def _run(self, slot: _Slot) -> None:
         try:
