@@ -151,10 +151,20 @@ class _Template:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+#: Modules the standard library imports lazily. A worker runs under its own uid and usually cannot read
+#: the interpreter's files (for example under ``/root``), so whatever it may need is imported here.
+_LAZY_STDLIB: Final = (
+    "_strptime", "encodings.idna", "encodings.punycode", "encodings.ascii", "encodings.latin_1",
+    "encodings.utf_16", "encodings.utf_32", "encodings.unicode_escape", "encodings.raw_unicode_escape",
+    "encodings.cp437", "stringprep", "unicodedata", "asyncio", "selectors", "traceback", "linecache",
+)
+
+
 def _prepare(executor_name: str) -> Any:
     """Import everything a worker needs before the first fork, so no worker pays for it."""
-    import asyncio  # noqa: F401
-
+    for name in _LAZY_STDLIB:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
     executor = importlib.import_module(executor_name)
     for name in ("compile_program", "run_program"):
         if not callable(getattr(executor, name, None)):

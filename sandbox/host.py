@@ -268,6 +268,9 @@ class TemplateProcess:
                 self.control.shutdown(socket.SHUT_RDWR)
             self.control.close()
         self._closed = True
+        for handle in self._workers.values():
+            with contextlib.suppress(OSError):
+                handle.channel.close()
         process = self.process
         if process is None:
             return

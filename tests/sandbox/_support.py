@@ -1,0 +1,56 @@
+"""Helpers shared by the host-side sandbox tests (private to the tests)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from sandbox import RunResult, Sandbox, SandboxLimits, ToolCallFailure
+from sandbox.lossless import JsonValue
+
+#: The plain-CPython executor: programs run unrestricted inside a real, isolated worker.
+STANDIN = "tests.sandbox._standin"
+FULL_LAYERS = ("process", "empty-env", "tmpdir", "closed-fds", "netns", "uid", "rlimits", "no-new-privs",
+               "seccomp")
+FAST = SandboxLimits(wall_seconds=5.0, cpu_seconds=3.0)
+
+
+async def echo_tool(name: str, args: JsonValue) -> JsonValue:
+    """A host handler: ``fail`` fails with a code, ``boom`` raises a plain exception, others echo."""
+    if name == "fail":
+        raise ToolCallFailure("the tool failed on purpose", "E_PURPOSE")
+    if name == "boom":
+        raise RuntimeError("host-side secret detail")
+    return {"tool": name, "args": args}
+
+
+async def run(sandbox: Sandbox, program: str, tools: Sequence[str] = ("echo", "fail", "boom"),
+              **kwargs: Any) -> RunResult:
+    """Run with the echo handler and fast limits unless told otherwise."""
+    kwargs.setdefault("limits", FAST)
+    return await sandbox.run(program, tool_names=tools, call_tool=kwargs.pop("call_tool", echo_tool),
+                             **kwargs)
+
+
+def pid_alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state != "Z"
+
+
+def open_fds() -> set[int]:
+    """Descriptors open in this (host) process."""
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+def worker_dirs() -> set[str]:
+    """Worker working directories currently present."""
+    import tempfile
+
+    root = tempfile.gettempdir()
+    return {name for name in os.listdir(root) if name.startswith("codemode-worker-")}

@@ -1,0 +1,312 @@
+"""The host side: lifecycle, reaping, faults, tool calls, cancellation and misuse."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+
+from sandbox import (
+    RunResult,
+    Sandbox,
+    SandboxClosedError,
+    SandboxLimits,
+    SandboxUsageError,
+)
+from sandbox.lossless import JsonValue
+from tests.sandbox._support import STANDIN, echo_tool, open_fds, pid_alive, run, worker_dirs
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def sandbox() -> AsyncIterator[Sandbox]:
+    async with Sandbox(executor=STANDIN, warm=2) as box:
+        yield box
+
+
+class Cancel:
+    """A minimal cancel signal: ``cancelled`` and ``async wait()``."""
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.event.is_set()
+
+    async def wait(self) -> None:
+        await self.event.wait()
+
+
+async def test_a_run_returns_its_value_logs_and_stats(sandbox: Sandbox) -> None:
+    """It returns the value, the logs in order and the measured stats."""
+    with anyio.fail_after(20):
+        result = await run(sandbox, "print('a')\nprint('b')\nreturn {'n': 2**80, 'f': 0.5, 's': 'é'}")
+    assert result.ok and result.has_value and result.value == {"n": 2**80, "f": 0.5, "s": "é"}
+    assert result.logs == ("a", "b")
+    assert result.stats.wall_ms > 0 and result.stats.tool_calls == 0 and result.stats.worker_pid
+
+
+async def test_no_return_and_none_are_distinguished(sandbox: Sandbox) -> None:
+    """It reports has_value=False for no return and has_value=True for an explicit None."""
+    with anyio.fail_after(20):
+        nothing = await run(sandbox, "x = 1")
+        none = await run(sandbox, "return None")
+    assert (nothing.has_value, nothing.value) == (False, None)
+    assert (none.has_value, none.value) == (True, None)
+
+
+async def test_no_state_survives_between_runs(sandbox: Sandbox) -> None:
+    """It runs each program in a fresh process: module state set by one run is gone in the next."""
+    with anyio.fail_after(20):
+        first = await run(sandbox, "import json\njson.leak = 1\nreturn hasattr(json, 'leak')")
+        second = await run(sandbox, "import json\nreturn hasattr(json, 'leak')")
+    assert (first.value, second.value) == (True, False)
+    assert first.stats.worker_pid != second.stats.worker_pid
+
+
+async def test_tool_calls_cross_losslessly_and_concurrently(sandbox: Sandbox) -> None:
+    """It serves concurrent calls, and their arguments and values keep exact types."""
+    started: list[float] = []
+
+    async def slow(name: str, args: JsonValue) -> JsonValue:
+        started.append(time.perf_counter())
+        await anyio.sleep(0.3)
+        return {"args": args, "name": name}
+
+    program = """
+import asyncio
+args = [{'i': i, 'big': 2**100, 'f': 1.25, 'l': [True, None]} for i in range(4)]
+return await asyncio.gather(*(tools.echo(a) for a in args))
+"""
+    with anyio.fail_after(20):
+        result = await run(sandbox, program, call_tool=slow)
+    assert result.ok, result.error
+    assert result.value == [{"args": {"i": i, "big": 2**100, "f": 1.25, "l": [True, None]}, "name": "echo"}
+                            for i in range(4)]
+    assert result.stats.tool_calls == 4 and max(started) - min(started) < 0.25
+
+
+@pytest.mark.parametrize(
+    ("program", "expected"),
+    [
+        ("try:\n    await tools.fail({})\nexcept Exception as e:\n    return [str(e), e.code]",
+         ["the tool failed on purpose", "E_PURPOSE"]),
+        ("try:\n    await tools.boom({})\nexcept Exception as e:\n    return [str(e), e.code]",
+         ["the tool handler failed (RuntimeError)", "TOOL_FAILED"]),
+        ("try:\n    await tools['undeclared']({})\nexcept Exception as e:\n    return [str(e), e.code]",
+         ["unknown tool 'undeclared'; declared tools: boom, echo, fail", "UNKNOWN_TOOL"]),
+    ],
+    ids=["tool-failure", "handler-crash", "undeclared"],
+)
+async def test_failed_calls_reach_the_program_as_errors(sandbox: Sandbox, program: str,
+                                                        expected: list[str]) -> None:
+    """It turns ToolCallFailure, handler crashes and undeclared names into errors the program sees."""
+    with anyio.fail_after(20):
+        result = await run(sandbox, program)
+    assert result.value == expected
+    assert "secret" not in repr(result)
+
+
+async def test_a_lossy_tool_result_is_refused(sandbox: Sandbox) -> None:
+    """It refuses to send a tool value that is not lossless JSON, and says why."""
+    async def lossy(name: str, args: JsonValue) -> Any:
+        return {"s": {1, 2}}
+
+    program = "try:\n    await tools.echo({})\nexcept Exception as e:\n    return [str(e), e.code]"
+    with anyio.fail_after(20):
+        result = await run(sandbox, program, call_tool=lossy)
+    assert result.value == ["the tool's result is not lossless JSON: result.s: set is not a JSON value",
+                            "INVALID_TOOL_OUTPUT"]
+
+
+async def test_concurrent_runs_each_get_their_own_worker(sandbox: Sandbox) -> None:
+    """It runs several programs at once, each in a separate worker, with the right results."""
+    results: dict[int, RunResult] = {}
+
+    async def one(i: int) -> None:
+        results[i] = await run(sandbox, f"import asyncio\nawait asyncio.sleep(0.2)\nreturn {i}")
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            for i in range(5):
+                group.start_soon(one, i)
+    assert {i: r.value for i, r in results.items()} == {i: i for i in range(5)}
+    assert len({r.stats.worker_pid for r in results.values()}) == 5
+
+
+async def test_a_worker_killed_mid_run_is_a_worker_exit(sandbox: Sandbox) -> None:
+    """It reports worker-exit when the worker dies from SIGKILL it did not get from the host."""
+    async def assassin(name: str, args: JsonValue) -> JsonValue:
+        assert isinstance(args, dict)
+        os.kill(int(args["pid"]), signal.SIGKILL)
+        await anyio.sleep(5)
+        return None
+
+    with anyio.fail_after(20):
+        result = await run(sandbox, "import os\nprint('before')\nawait tools.echo({'pid': os.getpid()})",
+                           call_tool=assassin)
+    assert result.error is not None and result.error.kind == "worker-exit"
+    assert "SIGKILL" in result.error.message and result.logs == ("before",)
+
+
+async def test_a_worker_that_stops_answering_times_out(sandbox: Sandbox) -> None:
+    """It kills a worker that blocks without answering at the wall deadline, keeping earlier logs."""
+    limits = SandboxLimits(wall_seconds=1.0, cpu_seconds=5.0)
+    with anyio.fail_after(20):
+        result = await run(sandbox, "import time\nprint('started')\ntime.sleep(60)", limits=limits)
+    assert result.error is not None and result.error.kind == "timeout"
+    assert "1 s (wall_seconds)" in result.error.message and result.logs == ("started",)
+    assert 900 <= result.stats.wall_ms < 5000
+    assert not pid_alive(result.stats.worker_pid or 0)
+
+
+async def test_a_cancel_signal_aborts_and_kills_the_worker(sandbox: Sandbox) -> None:
+    """It aborts on the cancel signal, kills the worker that ignores it and keeps earlier output."""
+    cancel = Cancel()
+    pids: list[int] = []
+
+    async def record(name: str, args: JsonValue) -> JsonValue:
+        assert isinstance(args, dict)
+        pids.append(int(args["pid"]))
+        cancel.event.set()
+        return None
+
+    program = """
+import os, time
+print('working')
+await tools.echo({'pid': os.getpid()})
+while True:
+    try:
+        time.sleep(1)
+    except BaseException:
+        pass
+"""
+    with anyio.fail_after(20):
+        result = await run(sandbox, program, call_tool=record, cancel=cancel)
+    assert result.error is not None and result.error.kind == "aborted"
+    assert result.logs == ("working",) and not pid_alive(pids[0])
+
+
+async def test_a_cancel_signal_set_before_the_run_aborts_at_once(sandbox: Sandbox) -> None:
+    """It returns aborted without starting anything when the signal is already set."""
+    cancel = Cancel()
+    cancel.event.set()
+    with anyio.fail_after(5):
+        result = await run(sandbox, "return 1", cancel=cancel)
+    assert result.error is not None and result.error.kind == "aborted" and result.stats.worker_pid is None
+
+
+async def test_caller_cancellation_kills_and_reaps_the_worker_then_propagates(sandbox: Sandbox) -> None:
+    """It kills and reaps the worker under a shield when the caller's scope is cancelled."""
+    pids: list[int] = []
+
+    async def record(name: str, args: JsonValue) -> JsonValue:
+        assert isinstance(args, dict)
+        pids.append(int(args["pid"]))
+        return None
+
+    with anyio.fail_after(20):
+        with anyio.move_on_after(1.0) as scope:
+            await run(sandbox, "import os, time\nawait tools.echo({'pid': os.getpid()})\ntime.sleep(60)",
+                      call_tool=record)
+        assert scope.cancelled_caught
+    assert pids and not pid_alive(pids[0])
+    assert pids[0] not in sandbox.live_worker_pids
+
+
+async def test_no_process_descriptor_or_directory_leaks() -> None:
+    """It leaves no worker, template, descriptor or working directory behind after closing."""
+    fds_before, dirs_before = open_fds(), worker_dirs()
+    with anyio.fail_after(30):
+        async with Sandbox(executor=STANDIN, warm=2) as box:
+            template = box.template_pid
+            await run(box, "return 1")
+            await run(box, "import time\ntime.sleep(60)", limits=SandboxLimits(wall_seconds=0.5))
+            await run(box, "raise ValueError('x')")
+            pids = list(box.live_worker_pids)
+            assert template is not None and pid_alive(template) and pids
+    assert not pid_alive(template) and not any(pid_alive(pid) for pid in pids)
+    assert open_fds() == fds_before
+    assert worker_dirs() <= dirs_before
+
+
+async def test_finished_workers_are_reaped_promptly(sandbox: Sandbox) -> None:
+    """It lets no finished one-shot worker linger beyond a short grace period."""
+    with anyio.fail_after(20):
+        result = await run(sandbox, "return 1")
+        pid = result.stats.worker_pid or 0
+        for _ in range(500):
+            if not pid_alive(pid):
+                break
+            await anyio.sleep(0.01)
+    assert not pid_alive(pid)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"program": b"return 1"}, "program must be a str"),
+        ({"tool_names": "echo"}, "tool_names must be a sequence of str"),
+        ({"tool_names": ["echo", 3]}, "tool_names must contain only str"),
+        ({"call_tool": "not callable"}, "call_tool must be"),
+        ({"limits": {"wall_seconds": 1}}, "limits must be a SandboxLimits"),
+        ({"cancel": object()}, "cancel must have"),
+        ({"on_log": 5}, "on_log must be callable"),
+        ({"session": object()}, "session must come from"),
+    ],
+)
+async def test_misuse_raises_a_usage_error(sandbox: Sandbox, kwargs: dict[str, Any], message: str) -> None:
+    """It raises SandboxUsageError naming the bad argument, without starting anything."""
+    arguments: dict[str, Any] = {"program": "return 1", "tool_names": (), "call_tool": echo_tool, **kwargs}
+    program = arguments.pop("program")
+    with pytest.raises(SandboxUsageError, match=message):
+        await sandbox.run(program, **arguments)
+
+
+@pytest.mark.parametrize("kwargs", [{"warm": -1}, {"layers": ["bogus"]}, {"limits": 3}])
+def test_bad_construction_raises_a_usage_error(kwargs: dict[str, Any]) -> None:
+    """It validates its own configuration."""
+    with pytest.raises(SandboxUsageError):
+        Sandbox(**kwargs)
+
+
+async def test_a_closed_sandbox_refuses_runs() -> None:
+    """It raises SandboxClosedError before it is entered and after it is closed."""
+    box = Sandbox(executor=STANDIN, warm=0)
+    with pytest.raises(SandboxClosedError):
+        await run(box, "return 1")
+    with anyio.fail_after(20):
+        async with box:
+            assert (await run(box, "return 1")).value == 1
+    with pytest.raises(SandboxClosedError):
+        await run(box, "return 1")
+
+
+async def test_on_log_streams_output_as_it_happens(sandbox: Sandbox) -> None:
+    """It calls on_log for every entry before the run ends, and survives an observer that raises."""
+    seen: list[str] = []
+
+    async def observer(text: str) -> None:
+        seen.append(text)
+        if text == "two":
+            raise RuntimeError("observer bug")
+
+    async def check(name: str, args: JsonValue) -> JsonValue:
+        return list(seen)
+
+    with anyio.fail_after(20):
+        result = await run(sandbox, "print('one')\nprint('two')\nreturn await tools.echo({})",
+                           call_tool=check, on_log=observer)
+    assert result.value == ["one", "two"] and result.logs == ("one", "two")

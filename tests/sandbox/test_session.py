@@ -1,0 +1,95 @@
+"""Persistent sessions: shared globals between runs, isolation between sessions, restart after death."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from sandbox import Sandbox, SandboxLimits, SessionClosedError
+from tests.sandbox._support import pid_alive, run
+
+pytestmark = pytest.mark.anyio
+
+PROBE_STATE = "try:\n    return state\nexcept NameError:\n    return False"
+PROBE_SECRET = "try:\n    return secret\nexcept NameError:\n    return False"
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def sandbox() -> AsyncIterator[Sandbox]:
+    async with Sandbox(warm=1) as box:
+        yield box
+
+
+async def test_successive_runs_share_globals_in_one_worker(sandbox: Sandbox) -> None:
+    """It keeps top-level names between runs of one session, in the same worker process."""
+    with anyio.fail_after(30):
+        async with sandbox.open_session() as session:
+            first = await run(sandbox, "counter = 1\nitems = ['a']", session=session)
+            second = await run(sandbox, "counter += 1\nitems.append('b')\nreturn [counter, items]",
+                               session=session)
+            failed = await run(sandbox, "raise ValueError('oops')", session=session)
+            third = await run(sandbox, "return counter", session=session)
+    assert first.ok and second.value == [2, ["a", "b"]]
+    assert failed.error is not None and failed.error.kind == "exception"
+    assert third.value == 2  # an exception does not cost the session its state
+    pids = {r.stats.worker_pid for r in (first, second, failed, third)}
+    assert len(pids) == 1 and not any(r.stats.session_restarted for r in (first, second, third))
+
+
+async def test_sessions_are_isolated_from_each_other_and_from_one_shot_runs(sandbox: Sandbox) -> None:
+    """It gives each session its own worker and globals; one-shot runs see none of them."""
+    with anyio.fail_after(30):
+        async with sandbox.open_session() as left, sandbox.open_session() as right:
+            await run(sandbox, "secret = 'left'", session=left)
+            seen = await run(sandbox, PROBE_SECRET, session=right)
+            plain = await run(sandbox, PROBE_SECRET)
+            mine = await run(sandbox, "return secret", session=left)
+            assert left.worker_pid != right.worker_pid
+    assert (seen.value, plain.value, mine.value) == (False, False, "left")
+
+
+async def test_a_dead_session_worker_is_reported_and_replaced(sandbox: Sandbox) -> None:
+    """It reports the kill, then starts a fresh worker (with empty globals) and says so."""
+    short = SandboxLimits(wall_seconds=1.0, cpu_seconds=5.0)
+    with anyio.fail_after(30):
+        async with sandbox.open_session(limits=short) as session:
+            await run(sandbox, "state = 41", session=session, limits=short)
+            old = session.worker_pid
+            dead = await run(sandbox, "while True:\n    pass", session=session, limits=short)
+            fresh = await run(sandbox, PROBE_STATE, session=session, limits=short)
+            assert old is not None and not pid_alive(old)
+            assert session.restarts == 1
+    assert dead.error is not None and dead.error.kind == "timeout"
+    assert fresh.ok and fresh.value is False and fresh.stats.session_restarted
+    assert fresh.stats.worker_pid != old
+
+
+async def test_a_closed_session_refuses_runs_and_its_worker_is_gone(sandbox: Sandbox) -> None:
+    """It kills the session's worker on close and refuses later runs."""
+    with anyio.fail_after(30):
+        session = sandbox.open_session()
+        async with session:
+            await run(sandbox, "x = 1", session=session)
+            pid = session.worker_pid
+        assert pid is not None and not pid_alive(pid)
+        with pytest.raises(SessionClosedError):
+            await run(sandbox, "return x", session=session)
+
+
+async def test_each_run_of_a_session_gets_the_full_cpu_budget(sandbox: Sandbox) -> None:
+    """It measures the CPU budget per run, not per session."""
+    limits = SandboxLimits(wall_seconds=10.0, cpu_seconds=1.0)
+    spin = "return sum(range(15 * 10**6))"  # about half a CPU second here
+    with anyio.fail_after(30):
+        async with sandbox.open_session(limits=limits) as session:
+            results = [await run(sandbox, spin, session=session, limits=limits) for _ in range(3)]
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert len({r.stats.worker_pid for r in results}) == 1
+    assert sum(r.stats.cpu_ms or 0.0 for r in results) > 1000.0  # together they exceed one budget
