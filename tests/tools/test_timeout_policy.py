@@ -263,3 +263,30 @@ async def test_grace_must_be_positive_and_finite(rt: ToolRuntime, grace: Any) ->
     """It refuses a grace period that is not a positive finite number."""
     with pytest.raises(ValueError, match="grace_ms must be a positive finite number"):
         install_timeout_policy(rt, grace_ms=grace)
+
+
+async def test_a_run_code_program_sees_child_timeouts_and_stalls(finished: list[str]) -> None:
+    """It times out and stall-settles child calls of a real run_code program, which keeps running."""
+    from tools.run_code import PythonCodeRuntime
+
+    agent = Agent("coder")
+    async with PythonCodeRuntime() as code_runtime, \
+            ToolRuntime("code", code_runtime=code_runtime) as runtime:
+        runtime.register(_slow("budgeted", timeout_ms=30, finished=finished))
+        install_timeout_policy(runtime, grace_ms=50)
+        program = (
+            "out = []\n"
+            "for args in ({'ms': 3000}, {'ms': 800, 'ignore': True}, {'ms': 1}):\n"
+            "    try:\n"
+            "        await tools.budgeted(args)\n"
+            "        out.append('ok')\n"
+            "    except ToolCallError as error:\n"
+            "        out.append(error.code)\n"
+            "return out\n")
+        with anyio.fail_after(20):
+            result = await runtime.execute("run_code", {"code": program, "description": "probe budgets"},
+                                           agent=agent, call_id="run")
+        assert result.value["result"] == ["TOOL_TIMEOUT", "TOOL_STALLED", "ok"]
+        stalled = agent.events.of_type(TOOL_STALLED_EVENT)
+        assert [e.data["call_id"] for e in stalled] == ["run:code:2"]
+    assert "run:code:2" in finished  # the runtime awaited the stalled body before closing
