@@ -21,6 +21,7 @@ from runtime.schema import check_schema
 from sandbox.lossless import dumps, is_lossless, thaw
 
 __all__ = (
+    "ERROR_META_KEY",
     "CallUpstream",
     "bridged_definition",
     "output_schema_for",
@@ -28,6 +29,9 @@ __all__ = (
     "upstream_error",
     "value_of",
 )
+
+#: ``_meta`` key of an error result carrying codemode's ``{"code", "message"}``.
+ERROR_META_KEY = "codemode/error"
 
 #: ``call(tool_name, arguments) -> CallToolResult``: one upstream request (raises MCPError etc.).
 CallUpstream = Callable[[str, dict[str, Any]], Awaitable[types.CallToolResult]]
@@ -176,13 +180,16 @@ def _mcp_block(block: Mapping[str, Any]) -> types.ContentBlock:
 
 
 def to_call_tool_result(result: ToolResult) -> types.CallToolResult:
-    """Map a codemode result: text content, ``isError`` for failures, and ``structuredContent`` when
-    the success value is a JSON object (MCP requires an object there)."""
+    """Map a codemode result: text content, ``isError`` for failures (with the stable error code in
+    ``_meta["codemode/error"]``), and ``structuredContent`` when the success value is a JSON object (MCP
+    requires an object there)."""
     content = [_mcp_block(block) for block in result.content]
     if result.is_error:
+        code = result.error.code if result.error is not None else "TOOL_FAILED"
+        message = result.error.message if result.error is not None else "tool call failed"
         if not content:
-            message = result.error.message if result.error is not None else "tool call failed"
             content = [types.TextContent(type="text", text=f"Error: {message}")]
-        return types.CallToolResult(content=content, is_error=True)
+        meta = {ERROR_META_KEY: {"code": code, "message": message}}
+        return types.CallToolResult(content=content, is_error=True).model_copy(update={"meta": meta})
     structured = thaw(result.value) if isinstance(result.value, Mapping) else None
     return types.CallToolResult(content=content, structured_content=structured, is_error=False)

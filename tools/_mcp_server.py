@@ -1,29 +1,35 @@
 """Server side of the MCP bridge: ``codemode serve``, a Model Context Protocol server on stdio.
 
-One server connection is one agent session: every ``tools/call`` runs ``rt.execute(name, arguments,
-agent=<the session's agent>)`` through the full pipeline, so hooks, guards, approval and the event log
-apply exactly as for a model turn. What is offered follows the runtime's mode for that agent (``code``:
-``run_code`` only; ``both``: the native tools plus ``run_code``; ``native``: the native tools), because the
-tool list *is* ``rt.schemas(agent)``.
+One server connection is one agent session: every ``tools/call`` is run as a one-call model turn of the
+session's agent (``runtime.scheduler.execute_tool_calls``, i.e. ``rt.execute`` plus the ``tool/call`` and
+``tool/result`` events), so hooks, guards, approval and the agent's event log apply exactly as for a
+model turn; ``--events FILE`` writes that log as JSON lines when the session ends.
+
+What is offered follows the runtime's mode for that agent (``code``: ``run_code`` only; ``both``: the
+native tools plus ``run_code``; ``native``: the native tools), because the tool list *is* the assembled
+prompt's tool list (``rt.prompt(agent).tools``).
 
 ``run_code``'s MCP description is its own description followed by the ``tools:sdk`` section (the
 generated Python declarations of every tool a program may call), so a client that only reads tool
 descriptions still sees the SDK. The same text is offered as the prompt ``codemode_sdk`` and the resource
 ``codemode://sdk``.
 
-Results: content blocks become MCP text (or image) content, error results set ``isError`` (their content
-is ``Error: <message>``), and a successful value that is a JSON object is also sent as
-``structuredContent``. Nothing a client sends can crash the server: unexpected failures become
-``isError`` results.
+Results: content blocks become MCP text (or image) content; error results set ``isError``, carry the
+content ``Error: <message>`` and put the stable ``code`` and the message in ``_meta["codemode/error"]``;
+a successful value that is a JSON object is also sent as ``structuredContent``. Nothing a client sends
+can crash the server: unexpected failures become ``isError`` results.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import itertools
+import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from importlib import metadata
 from typing import Any, Literal
 
 import anyio
@@ -33,6 +39,7 @@ from mcp.server.stdio import stdio_server
 
 from runtime import Agent, ToolDefinition, ToolRuntime, UsageError
 from runtime.prompt import SDK_SECTION
+from runtime.scheduler import ToolCallRequest, execute_tool_calls
 from sandbox.lossless import thaw
 
 from ._mcp_client import McpBridge, parse_upstream
@@ -75,8 +82,9 @@ def build_server(rt: ToolRuntime, agent: Agent, *, name: str = "codemode", versi
 
     async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments = params.arguments if params.arguments is not None else {}
+        request = ToolCallRequest(f"mcp-{next(call_ids)}", params.name, json.dumps(arguments, allow_nan=True))
         try:
-            result = await rt.execute(params.name, arguments, call_id=f"mcp-{next(call_ids)}", agent=agent)
+            [result] = await execute_tool_calls(rt, [request], agent=agent)
         except Exception as exc:  # the pipeline is total; this is a last line of defence
             message = f"codemode could not run {params.name!r}: {exc}"
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"Error: {message}")],
@@ -152,6 +160,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also offer the tools of this MCP server (spawned on stdio); repeatable")
     parser.add_argument("--upstream-prefix", action="store_true",
                         help="always register upstream tools as <server>_<tool> (default: only on collision)")
+    parser.add_argument("--events", metavar="FILE", default=None,
+                        help="write the session's event log to FILE as JSON lines when it ends")
     parser.add_argument("--upstream-timeout", type=float, default=30.0, metavar="SECONDS",
                         help="bound on each upstream's start and handshake (default 30)")
 
@@ -190,15 +200,9 @@ def load_toolset(spec: str) -> list[ToolDefinition]:
 
 
 def _default_toolset(workspace: str) -> list[ToolDefinition]:
-    from .workspace import workspace_tools
+    from .toolsets import default_toolset
 
-    definitions: list[ToolDefinition] = []
-    demo = importlib.import_module("tools.demo")
-    definitions.extend(demo.demo_tools())
-    definitions.extend(workspace_tools(workspace))
-    todo = importlib.import_module("tools.todo_write")
-    definitions.append(todo.todo_write_tool())
-    return definitions
+    return default_toolset(workspace)
 
 
 def _code_runtime(mode: str) -> Any:
@@ -211,6 +215,21 @@ def _code_runtime(mode: str) -> Any:
     return module.PythonCodeRuntime()
 
 
+def _write_events(path: str, agent: Agent) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(agent.events.to_jsonl())
+    except OSError as exc:
+        print(f"codemode serve: cannot write --events {path!r}: {exc.strerror}", file=sys.stderr)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("codemode")
+    except metadata.PackageNotFoundError:  # a source tree that is not installed
+        return "0+unknown"
+
+
 def _error(message: str) -> int:
     print(f"codemode serve: {message}", file=sys.stderr)
     return 2
@@ -219,15 +238,19 @@ def _error(message: str) -> int:
 async def run_serve(args: argparse.Namespace) -> int:
     """Run ``codemode serve`` from parsed arguments; returns the exit code (2 for usage errors)."""
     try:
+        upstreams = [parse_upstream(text) for text in args.upstream]
         specs: Sequence[str] = args.toolset
         definitions = [d for spec in specs for d in load_toolset(spec)] if specs else _default_toolset(
             args.workspace)
-        upstreams = [parse_upstream(text) for text in args.upstream]
         code_runtime = _code_runtime(args.mode)
     except UsageError as exc:
         return _error(str(exc))
+    version = _version()
     try:
-        async with ToolRuntime(mode=args.mode, code_runtime=code_runtime) as rt:
+        async with contextlib.AsyncExitStack() as stack:
+            if hasattr(code_runtime, "__aenter__"):  # the code runtime owns the sandbox's warm workers
+                code_runtime = await stack.enter_async_context(code_runtime)
+            rt = await stack.enter_async_context(ToolRuntime(mode=args.mode, code_runtime=code_runtime))
             for definition in definitions:
                 rt.register(definition)
             prefix: Literal["auto", "always"] = "always" if args.upstream_prefix else "auto"
@@ -235,10 +258,31 @@ async def run_serve(args: argparse.Namespace) -> int:
                                connect_timeout_s=args.upstream_timeout)
             await rt.enter_async_context(bridge)  # the sessions live exactly as long as the runtime
             bridge.register(rt)
-            await serve_stdio(rt, agent=Agent("mcp"))
+            agent = Agent("mcp")
+            try:
+                await serve_stdio(rt, agent=agent, version=version)
+            finally:
+                if args.events:
+                    _write_events(args.events, agent)
     except UsageError as exc:
         return _error(str(exc))
+    except ExceptionGroup as group:  # the runtime's task group wraps what fails inside it
+        usage = _first_usage_error(group)
+        if usage is None:
+            raise
+        return _error(str(usage))
     return 0
+
+
+def _first_usage_error(group: BaseExceptionGroup[Any]) -> UsageError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, UsageError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_usage_error(exc)
+            if found is not None:
+                return found
+    return None
 
 
 def serve_main(argv: Sequence[str] | None = None, *, runner: Callable[..., Any] = anyio.run) -> int:

@@ -1,0 +1,295 @@
+"""``codemode serve``: a real MCP client session (the ``mcp`` SDK) against the codemode MCP server,
+in-process and as a spawned stdio server proxying the reference filesystem MCP server from npm."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
+
+from runtime import Agent, ToolRuntime
+from tools._mcp_convert import ERROR_META_KEY
+from tools.mcp_bridge import add_serve_arguments, build_server, run_serve
+from tools.run_code import PythonCodeRuntime
+from tools.workspace import workspace_tools
+
+from .fixtures.mcp_toolset import toolset
+
+REPO = Path(__file__).resolve().parents[2]
+ENTRY = REPO / "tests" / "tools" / "fixtures" / "serve_entry.py"
+FS_SERVER = REPO / ".mcp-servers" / "node_modules" / ".bin" / "mcp-server-filesystem"
+TOOLSET = "tests.tools.fixtures.mcp_toolset:toolset"
+INSTALL = "npm install --prefix .mcp-servers @modelcontextprotocol/server-filesystem@2026.8.31"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "notes.md").write_text("# Notes\nserved over MCP\n")
+    return root.resolve()
+
+
+@asynccontextmanager
+async def serving(workspace: Path, mode: str = "native") -> AsyncIterator[Client]:
+    async with contextlib.AsyncExitStack() as stack:
+        code_runtime = None if mode == "native" else await stack.enter_async_context(PythonCodeRuntime())
+        rt = await stack.enter_async_context(ToolRuntime(mode=mode, code_runtime=code_runtime))
+        for definition in workspace_tools(workspace):
+            rt.register(definition)
+        yield await stack.enter_async_context(Client(build_server(rt, Agent("mcp"))))
+
+
+# -- in-process: the mapping ----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_native_mode_lists_and_calls_tools(workspace: Path) -> None:
+    """It lists the runtime's tools with their parameters and maps a success to text + structured."""
+    with anyio.fail_after(20):
+        async with serving(workspace) as client:
+            listed = await client.list_tools()
+            result = await client.call_tool("read_text", {"path": "docs/notes.md"})
+    by_name = {tool.name: tool for tool in listed.tools}
+    assert sorted(by_name) == ["grep", "list_files", "read_text", "write_text"]
+    assert by_name["read_text"].input_schema["required"] == ["path"]
+    assert "relative to the workspace root" in (by_name["read_text"].description or "")
+    assert result.is_error is False
+    assert [block.model_dump(exclude_none=True) for block in result.content] == [
+        {"type": "text", "text": "# Notes\nserved over MCP\n"}]
+    assert result.structured_content == {"path": "docs/notes.md", "text": "# Notes\nserved over MCP\n"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "args", "code"),
+    [("read_text", {"path": "../x"}, "DENIED"), ("nope", {}, "UNKNOWN_TOOL"),
+     ("read_text", {"path": 3}, "INVALID_ARGS"), ("read_text", {}, "INVALID_ARGS")],
+)
+async def test_error_results_set_is_error_and_carry_the_code(workspace: Path, name: str, args: dict[str, Any],
+                                                             code: str) -> None:
+    """It maps error results to isError with "Error: ..." text and the stable code in _meta."""
+    with anyio.fail_after(20):
+        async with serving(workspace) as client:
+            result = await client.call_tool(name, args)
+    assert result.is_error is True
+    text = result.content[0]
+    assert isinstance(text, types.TextContent)
+    assert text.text.startswith("Error: ")
+    assert result.meta is not None
+    assert result.meta[ERROR_META_KEY]["code"] == code
+    assert result.structured_content is None
+
+
+PROGRAM = """
+listing = await tools.list_files()
+notes = await tools.read_text({"path": listing["files"][0]})
+print(listing["files"])
+return notes["text"].splitlines()[0]
+"""
+
+
+@pytest.mark.anyio
+async def test_code_mode_offers_run_code_with_the_sdk(workspace: Path) -> None:
+    """It offers only run_code in code mode, with the SDK in its description and as a prompt and a
+    resource, and runs a program that calls the workspace tools."""
+    with anyio.fail_after(60):
+        async with serving(workspace, mode="code") as client:
+            listed = await client.list_tools()
+            prompts = await client.list_prompts()
+            prompt = await client.get_prompt("codemode_sdk")
+            resources = await client.list_resources()
+            resource = await client.read_resource("codemode://sdk")
+            ran = await client.call_tool("run_code", {"code": PROGRAM, "description": "Read the notes"})
+            direct = await client.call_tool("read_text", {"path": "docs/notes.md"})
+    assert [tool.name for tool in listed.tools] == ["run_code"]
+    description = listed.tools[0].description or ""
+    assert description.startswith("Execute a Python program")
+    assert "class ReadTextArgs(TypedDict):" in description
+    assert [p.name for p in prompts.prompts] == ["codemode_sdk"]
+    message = prompt.messages[0].content
+    assert isinstance(message, types.TextContent)
+    assert message.text in description
+    assert "def grep(" in message.text
+    assert [str(r.uri) for r in resources.resources] == ["codemode://sdk"]
+    contents = resource.contents[0]
+    assert isinstance(contents, types.TextResourceContents)
+    assert contents.text == message.text
+    assert ran.is_error is False, ran.content
+    assert ran.structured_content == {"logs": ["['docs/notes.md']"], "result": "# Notes"}
+    assert direct.is_error is True  # collapsed: native tools are reachable only from programs
+    assert direct.meta is not None
+    assert direct.meta[ERROR_META_KEY]["code"] == "UNKNOWN_TOOL"
+
+
+@pytest.mark.anyio
+async def test_both_mode_offers_native_tools_and_run_code(workspace: Path) -> None:
+    """It offers the native tools next to run_code in both mode."""
+    with anyio.fail_after(20):
+        async with serving(workspace, mode="both") as client:
+            listed = await client.list_tools()
+            direct = await client.call_tool("list_files", {})
+    assert sorted(tool.name for tool in listed.tools) == ["grep", "list_files", "read_text", "run_code",
+                                                           "write_text"]
+    assert direct.structured_content == {"files": ["docs/notes.md"], "truncated": False}
+
+
+@pytest.mark.anyio
+async def test_native_mode_offers_no_sdk_prompt(workspace: Path) -> None:
+    """It offers no SDK prompt or resource when nothing is collapsed into code."""
+    with anyio.fail_after(20):
+        async with serving(workspace) as client:
+            assert (await client.list_prompts()).prompts == []
+            assert (await client.list_resources()).resources == []
+
+
+@pytest.mark.anyio
+async def test_one_agent_per_session_records_the_calls(workspace: Path) -> None:
+    """It runs every call as a model-level call of the session's agent, recorded in its event log."""
+    agent = Agent("mcp")
+    with anyio.fail_after(20):
+        async with ToolRuntime() as rt:
+            for definition in toolset():
+                rt.register(definition)
+            async with Client(build_server(rt, agent)) as client:
+                await client.call_tool("refuse", {"why": "testing"})
+                await client.call_tool("list_files", {})
+    events = [(event.type, event.data.get("name")) for event in agent.events]
+    assert events == [("tool/call", "refuse"), ("tool/result", "refuse"), ("tool/call", "list_files"),
+                      ("tool/result", "list_files")]
+
+
+# -- spawned: codemode serve over stdio, proxying the real filesystem server ------------------------
+
+
+UPSTREAM_PROGRAM = """
+listing = await tools.fs_list_directory({"path": "ROOT/docs"})
+notes = await tools.files_read_text_file(path="ROOT/docs/notes.md")
+print(listing["text"])
+return notes["structured"]["content"]
+"""
+
+
+def _entry_params(workspace: Path, *args: str) -> StdioServerParameters:
+    env = {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")}
+    return StdioServerParameters(command=sys.executable, args=[str(ENTRY), *args], env=env, cwd=workspace)
+
+
+@asynccontextmanager
+async def spawned(workspace: Path, *args: str) -> AsyncIterator[ClientSession]:
+    params = _entry_params(workspace, *args)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+@pytest.mark.anyio
+async def test_serve_over_stdio_proxies_the_filesystem_server(workspace: Path) -> None:
+    """It serves native tools and two upstreams' (colliding, hence prefixed) tools over stdio; calls reach
+    the upstream and come back mapped."""
+    assert FS_SERVER.exists(), f"the filesystem MCP server is not installed; run: {INSTALL}"
+    upstream = f"fs={FS_SERVER} {workspace}"
+    with anyio.fail_after(60):
+        async with spawned(workspace, "--mode", "both", "--toolset", TOOLSET, "--upstream", upstream,
+                           "--upstream", f"files={FS_SERVER} {workspace}",
+                           "--events", "events.jsonl") as session:
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            native = await session.call_tool("list_files", {})
+            listing = await session.call_tool("fs_list_directory", {"path": str(workspace / "docs")})
+            notes = str(workspace / "docs" / "notes.md")
+            read = await session.call_tool("files_read_text_file", {"path": notes})
+            denied = await session.call_tool("fs_read_text_file", {"path": "/etc/passwd"})
+            refused = await session.call_tool("refuse", {"why": "because"})
+            program = UPSTREAM_PROGRAM.replace("ROOT", str(workspace))
+            ran = await session.call_tool("run_code", {"code": program, "description": "List and read files"})
+    assert {"read_text", "list_files", "refuse", "fs_list_directory", "files_read_text_file"} <= names
+    assert "read_text_file" not in names  # both upstreams offer it: prefixed with the server names
+    assert native.structured_content == {"files": ["docs/notes.md"], "truncated": False}
+    assert listing.is_error is False
+    assert "[FILE] notes.md" in listing.content[0].model_dump()["text"]
+    assert read.structured_content is not None
+    assert read.structured_content["text"] == "# Notes\nserved over MCP\n"
+    assert denied.is_error is True
+    assert denied.meta is not None
+    assert denied.meta[ERROR_META_KEY]["code"] == "TOOL_FAILED"
+    assert "reported an error" in denied.meta[ERROR_META_KEY]["message"]
+    assert refused.is_error is True
+    assert "refused: because" in refused.content[0].model_dump()["text"]
+    assert ran.is_error is False, ran.content
+    assert ran.structured_content == {"logs": ["[FILE] notes.md"], "result": "# Notes\nserved over MCP\n"}
+    logged = [json.loads(line) for line in (workspace / "events.jsonl").read_text().splitlines()]
+    assert [(event["type"], event["data"].get("name")) for event in logged][-6:] == [
+        ("tool/call", "run_code"),
+        ("tool/code-dispatch-start", "fs_list_directory"), ("tool/code-dispatch", "fs_list_directory"),
+        ("tool/code-dispatch-start", "files_read_text_file"), ("tool/code-dispatch", "files_read_text_file"),
+        ("tool/result", "run_code"),
+    ]
+    assert [event["type"] for event in logged[:10]] == ["tool/call", "tool/result"] * 5
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--toolset", "nosuchmodule:x"], "cannot import 'nosuchmodule'"),
+        (["--toolset", "no-colon"], "must look like MODULE:ATTR"),
+        (["--toolset", f"{TOOLSET.split(':')[0]}:missing"], "has no attribute 'missing'"),
+        (["--toolset", "tools.workspace:DEFAULT_LIMITS"], "is not a list of tool definitions"),
+        (["--toolset", "tools.workspace:GrepMatch"], "calling it failed"),
+        (["--toolset", TOOLSET, "--upstream", "fs='unterminated"], "No closing quotation"),
+        (["--toolset", TOOLSET, "--upstream", "/nonexistent/mcp-server"], "could not be started"),
+        (["--toolset", TOOLSET, "--upstream", f"{sys.executable} -c pass"], "upstream MCP server"),
+    ],
+)
+async def test_bad_serve_arguments_return_2_with_a_message(args: list[str], message: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """It returns exit status 2 and prints a clear message for bad toolsets and upstreams."""
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    with anyio.fail_after(30):
+        status = await run_serve(parser.parse_args(["--mode", "native", *args]))
+    captured = capsys.readouterr()
+    assert status == 2
+    assert captured.err.startswith("codemode serve: ")
+    assert message in captured.err
+    assert captured.out == ""
+
+
+def test_serve_arguments_parse_with_defaults() -> None:
+    """It defaults to code mode, the current directory and auto prefixing, and accepts repeats."""
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    defaults = parser.parse_args([])
+    assert (defaults.mode, defaults.workspace, defaults.upstream_prefix) == ("code", ".", False)
+    assert defaults.toolset == []
+    given = parser.parse_args(["--mode", "both", "--upstream", "a", "--upstream", "b", "--upstream-prefix"])
+    assert (given.mode, given.upstream, given.upstream_prefix) == ("both", ["a", "b"], True)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--mode", "weird"])
+
+
+def test_spawned_serve_exits_2_on_a_bad_toolset(workspace: Path) -> None:
+    """It exits the process with status 2 and keeps stdout (the MCP channel) clean."""
+    params = _entry_params(workspace, "--mode", "native", "--toolset", "nosuchmodule:x")
+    done = subprocess.run([params.command, *params.args], cwd=workspace, env=params.env, input="",
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "cannot import 'nosuchmodule'" in done.stderr
+    assert done.stdout == ""
