@@ -36,7 +36,7 @@ from sandbox.lossless import JsonValue, LosslessJsonError, loads, snapshot
 
 from ._lane import EXCLUSIVE, NOTHING, PARALLEL, Footprint, OrderedLane
 from .cancel import CancelSignal, CancelSource
-from .errors import AbortedBeforeDispatchError, AbortedError, ToolArgsError
+from .errors import AbortedBeforeDispatchError, AbortedError, ToolArgsError, ToolExecutionError
 from .events import TOOL_CODE_DISPATCH, TOOL_CODE_DISPATCH_START, Event
 from .results import ToolResult
 from .scope import Agent, Scope
@@ -276,9 +276,12 @@ class _ChildJob:
     async def commit(self) -> None:
         try:
             result = await self._lane.runtime.stages.finish(self._outcome)
-        finally:
-            self.done.set()  # never leave a program call waiting, even if finish broke
+        except BaseException:  # an internal failure: the lane re-raises it; never leave the caller waiting
+            self.failure = ToolExecutionError(f"{self._name} could not be settled (internal failure)")
+            self.done.set()
+            raise
         self.result = result
+        self.done.set()
         agent = self._lane.agent
         if agent is not None and self._started is not None:
             agent.events.append(TOOL_CODE_DISPATCH, {
@@ -309,6 +312,7 @@ class SubLane:
         self.agent: Agent | None = agent if isinstance(agent, Agent) else None
         self._lane = lane
         self._count = 0
+        self._waiting: set[_ChildJob] = set()
         self.over_reason: str | None = None
 
     @property
@@ -341,8 +345,12 @@ class SubLane:
                 + str(exc)]) from None
         self._count += 1
         job = _ChildJob(self, name, frozen, f"{self.outer.call_id}:code:{self._count}")
-        self._lane.submit(job)
-        await job.done.wait()
+        self._waiting.add(job)
+        try:
+            self._lane.submit(job)
+            await job.done.wait()
+        finally:
+            self._waiting.discard(job)
         if job.failure is not None:
             raise job.failure
         assert job.result is not None
@@ -352,6 +360,16 @@ class SubLane:
         if self.over_reason is None:
             self.over_reason = reason
         self._lane.close(self.over_reason)
+
+    async def _drive(self) -> None:
+        """Run the lane; whatever ends it, no program call is left waiting for an outcome."""
+        try:
+            await self._lane.drive(until_idle=False)
+        finally:
+            reason = self.over_reason or RUN_SETTLED
+            for job in list(self._waiting):
+                if not job.done.is_set():
+                    await job.abandon(reason)
 
 
 @asynccontextmanager
@@ -377,7 +395,7 @@ async def open_sub_lane(rt: ToolRuntime, *, outer_call: OuterCall, max_parallel:
     dispose = signal.on_cancel(on_outer_cancel)
     try:
         async with anyio.create_task_group() as group:
-            group.start_soon(lambda: lane.drive(until_idle=False))
+            group.start_soon(sub._drive)
             try:
                 yield sub
             finally:

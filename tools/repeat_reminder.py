@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from runtime.errors import ConfigError
-from runtime.hooks import PostDecision
+from runtime.hooks import Accept, Block, PostDecision
 from runtime.scope import Scope
 from sandbox.lossless import LosslessJsonError, canonical_dumps
 
@@ -172,8 +172,8 @@ class RepeatReminder:
                     call_next: Callable[[], Awaitable[PostDecision]]) -> PostDecision:
         decision = await call_next()
         agent = call.agent
-        if agent is None:
-            return decision
+        if agent is None or not isinstance(decision, Accept | Block):
+            return decision  # no chain to count in; a malformed decision is the pipeline's to reject
         context = self.observe(agent, call.name, call.arguments, nested=call.parent is not None)
         if context is None:
             return decision

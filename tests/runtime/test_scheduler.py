@@ -852,3 +852,43 @@ async def test_sub_lane_without_agent_still_dispatches(rt: ToolRuntime, probe: _
         async with open_sub_lane(rt, outer_call=_outer(rt, None)) as lane:
             result = await lane.submit("sleep", {"tag": "x"})
     assert result.value == {"tag": "x"}
+
+
+@pytest.mark.anyio
+async def test_turn_internal_stage_failure_is_reraised(rt: ToolRuntime, probe: _Probe,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """It re-raises a stage invariant failure instead of fabricating results."""
+    rt.register(_tool(probe, "sleep"))
+
+    async def broken_finish(outcome: Any) -> ToolResult:
+        raise RuntimeError("finish invariant broke")
+
+    monkeypatch.setattr(rt.stages, "finish", broken_finish)
+    with anyio.fail_after(5), pytest.raises(RuntimeError, match="finish invariant broke"):
+        await execute_tool_calls(rt, _calls(("sleep", {}), ("sleep", {})))
+
+
+@pytest.mark.anyio
+async def test_sub_lane_internal_failure_leaves_no_caller_waiting(rt: ToolRuntime, probe: _Probe,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """It settles every waiting program call and surfaces the failure when a stage breaks."""
+    rt.register(_tool(probe, "sleep"))
+
+    async def broken_finish(outcome: Any) -> ToolResult:
+        raise RuntimeError("finish invariant broke")
+
+    monkeypatch.setattr(rt.stages, "finish", broken_finish)
+    seen: list[str] = []
+    with anyio.fail_after(5), pytest.raises(ExceptionGroup) as caught:
+        async with open_sub_lane(rt, outer_call=_outer(rt, None)) as lane, \
+                anyio.create_task_group() as group:
+            async def call() -> None:
+                try:
+                    await lane.submit("sleep", {"ms": 1})
+                except ToolError as exc:
+                    seen.append(exc.code)
+
+            for _ in range(3):
+                group.start_soon(call)
+    assert caught.group_contains(RuntimeError, match="finish invariant broke")
+    assert set(seen) <= {"TOOL_FAILED", "ABORTED_BEFORE_DISPATCH"}
