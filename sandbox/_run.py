@@ -239,8 +239,7 @@ def _classify_exit(worker: WorkerHandle, limits: SandboxLimits) -> tuple[ErrorKi
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         if number == signal.SIGXCPU or (number == signal.SIGKILL and cpu >= limits.cpu_seconds - 0.05):
-            return "cpu-limit", (f"the program used its whole CPU budget of {limits.cpu_seconds:g} s "
-                                 "(cpu_seconds) and was killed; make the computation cheaper")
+            return "cpu-limit", _cpu_message(limits.cpu_seconds)
         name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else number
         return "worker-exit", f"the worker process died from signal {name} before finishing the run"
     code = os.WEXITSTATUS(status)
@@ -275,6 +274,7 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
                                "frame_bytes": limits.frame_bytes},
                 })
                 task_group.start_soon(state.pump, task_group)
+                task_group.start_soon(_watch_cpu, worker, state, task_group)
                 if cancel is not None:
                     task_group.start_soon(_watch_cancel, cancel, state, task_group)
         if wall.cancelled_caught:
@@ -292,6 +292,42 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
             with anyio.CancelScope(shield=True):
                 await worker.kill_and_reap()
     return _result(state, worker, started, session_restarted)
+
+
+_CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
+_CPU_POLL: Final = 0.05
+
+
+def _process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) of a live process, from /proc; None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+async def _watch_cpu(worker: WorkerHandle, state: _RunState, task_group: anyio.abc.TaskGroup) -> None:
+    """Enforce the CPU budget to the poll interval (RLIMIT_CPU only has whole seconds)."""
+    baseline = _process_cpu(worker.pid)
+    if baseline is None:
+        return
+    budget = state.limits.cpu_seconds
+    while True:
+        await anyio.sleep(_CPU_POLL)
+        used = _process_cpu(worker.pid)
+        if used is None:
+            return
+        if used - baseline >= budget:
+            state.fail("cpu-limit", _cpu_message(budget))
+            task_group.cancel_scope.cancel()
+            return
+
+
+def _cpu_message(budget: float) -> str:
+    return (f"the program used its whole CPU budget of {budget:g} s (cpu_seconds) and was killed; "
+            "make the computation cheaper")
 
 
 async def _watch_cancel(cancel: CancelLike, state: _RunState, task_group: anyio.abc.TaskGroup) -> None:
