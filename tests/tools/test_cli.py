@@ -1,0 +1,118 @@
+"""The codemode CLI: call and prompt, JSON shapes, exit codes, usage errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tools import cli
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_call_success_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """It prints the pinned JSON object and exits 0 for a success."""
+    code, out, _ = _run(capsys, "call", "add", "--args", '{"a": 1, "b": 2}', "--json")
+    assert code == 0
+    assert json.loads(out) == {"is_error": False, "value": {"sum": 3},
+                               "content": [{"type": "text", "text": "3"}], "error": None}
+
+
+def test_call_error_result_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    """It exits 1 for an error result and reports its code and message."""
+    code, out, _ = _run(capsys, "call", "fail", "--args", '{"message": "nope"}', "--json")
+    assert code == 1
+    payload = json.loads(out)
+    assert payload["is_error"] is True and payload["value"] is None
+    assert payload["error"] == {"code": "TOOL_FAILED", "message": "nope"}
+
+
+def test_call_plain_text_output(capsys: pytest.CaptureFixture[str]) -> None:
+    """It prints the result text without --json (errors on stderr)."""
+    assert _run(capsys, "call", "echo", "--args", '{"text": "hi"}') == (0, "hi\n", "")
+    code, out, err = _run(capsys, "call", "missing")
+    assert (code, out) == (1, "")
+    assert 'unknown tool "missing"' in err
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (("call", "echo", "--args", "{bad"), "--args is not valid JSON"),
+    (("call", "echo", "--args", '{"a": NaN}'), "--args is not valid JSON"),
+    (("call", "echo", "--mode", "sideways"), "invalid choice"),
+    (("call",), "required"),
+    (("prompt", "--bogus"), "unrecognized arguments"),
+    (("call", "echo", "--toolset", "nocolon"), "--toolset must look like module:attr"),
+    (("call", "echo", "--toolset", "no_such_module_xyz:tools"), "cannot import"),
+    (("call", "echo", "--toolset", "tools.demo:missing"), "has no attribute"),
+    (("call", "echo", "--toolset", "json:dumps"), "calling dumps() failed"),
+])
+def test_usage_errors_exit_2_with_a_clear_message(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...],
+                                                  fragment: str) -> None:
+    """It exits 2 with a one-line explanation on stderr for bad flags, JSON or toolsets."""
+    code, out, err = _run(capsys, *argv)
+    assert code == 2
+    assert fragment in err
+    assert out == ""
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """It prints help and exits 2 without a subcommand."""
+    code, _, err = _run(capsys)
+    assert code == 2 and "usage: codemode" in err
+
+
+def test_invalid_arguments_are_an_error_result(capsys: pytest.CaptureFixture[str]) -> None:
+    """It runs non-object JSON arguments through the pipeline (INVALID_ARGS, exit 1)."""
+    code, out, _ = _run(capsys, "call", "echo", "--args", '"text"', "--json")
+    assert code == 1
+    assert json.loads(out)["error"]["code"] == "INVALID_ARGS"
+
+
+def test_prompt_json_native(capsys: pytest.CaptureFixture[str]) -> None:
+    """It prints the offered demo tools lexicographically with their parameters, and no sections."""
+    code, out, _ = _run(capsys, "prompt", "--json")
+    payload: dict[str, Any] = json.loads(out)
+    assert code == 0
+    assert [t["name"] for t in payload["tools"]] == ["add", "counter_increment", "echo", "fail", "sleep"]
+    assert set(payload["tools"][0]) == {"name", "description", "parameters"}
+    assert payload["sections"] == []
+
+
+def test_prompt_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """It lists the tools in human-readable form."""
+    code, out, _ = _run(capsys, "prompt")
+    assert code == 0 and "echo: Return the given text unchanged." in out
+
+
+def test_toolset_option_loads_definitions(capsys: pytest.CaptureFixture[str]) -> None:
+    """It loads tools from module:attr (a callable returning definitions)."""
+    code, out, _ = _run(capsys, "prompt", "--json", "--toolset", "tools.demo:demo_tools")
+    assert code == 0 and len(json.loads(out)["tools"]) == 5
+
+
+def test_missing_code_runtime_is_reported(capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """It explains that a code mode needs the code runtime when it cannot be imported."""
+    monkeypatch.setattr(cli, "CODE_RUNTIME", "no_such_module_xyz:PythonCodeRuntime")
+    code, _, err = _run(capsys, "prompt", "--mode", "code")
+    assert code == 2
+    assert "--mode code needs a code runtime" in err
+
+
+def test_code_mode_prompt_and_signposted_call(capsys: pytest.CaptureFixture[str]) -> None:
+    """It offers only run_code in code mode and signposts a direct demo-tool call."""
+    code, out, _ = _run(capsys, "prompt", "--mode", "code", "--json")
+    payload = json.loads(out)
+    assert code == 0
+    assert [t["name"] for t in payload["tools"]] == ["run_code"]
+    assert [s["name"] for s in payload["sections"]] == ["tools:code-only", "tools:sdk"]
+    code, out, _ = _run(capsys, "call", "echo", "--args", '{"text": "x"}', "--mode", "code", "--json")
+    assert code == 1
+    assert json.loads(out)["error"]["code"] == "UNKNOWN_TOOL"
+    assert "from inside a `run_code` program" in json.loads(out)["error"]["message"]
