@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp_types.jsonrpc import CONNECTION_CLOSED
 
 from runtime.definitions import ToolDefinition, ToolOutput, raw_tool
 from runtime.errors import ToolArgsError, ToolError, ToolExecutionError
@@ -144,6 +145,10 @@ def bridged_definition(
             raise upstream_error(f'upstream MCP server "{server}" is no longer connected ({exc!r})') from None
         except Exception as exc:  # MCPError and anything the client library raises
             code = getattr(exc, "code", None)
+            if code == CONNECTION_CLOSED:
+                raise upstream_error(
+                    f'upstream MCP server "{server}" is no longer connected (it exited or closed its output)'
+                ) from None
             suffix = f" (JSON-RPC error {code})" if isinstance(code, int) else ""
             raise upstream_error(
                 f'upstream MCP server "{server}" failed the call to "{upstream_name}": {exc}{suffix}'

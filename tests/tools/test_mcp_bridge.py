@@ -12,17 +12,19 @@ import anyio
 import mcp_types as types
 import pytest
 
+from runtime import ToolRuntime
 from runtime.errors import ToolArgsError, ToolError, UsageError
 from tools._mcp_convert import bridged_definition, output_schema_for, value_of
 from tools._mcp_names import assign_tool_names, server_slug, unique_server_names
 from tools.mcp_bridge import McpBridge, UpstreamServer, parse_upstream
+from tools.run_code import PythonCodeRuntime
 
 REPO = Path(__file__).resolve().parents[2]
 FS_SERVER = REPO / ".mcp-servers" / "node_modules" / ".bin" / "mcp-server-filesystem"
 INSTALL = "npm install --prefix .mcp-servers @modelcontextprotocol/server-filesystem@2026.8.31"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def anyio_backend() -> str:
     return "asyncio"
 
@@ -33,17 +35,18 @@ def fs_server(root: Path, name: str | None = None) -> UpstreamServer:
     return UpstreamServer(command=str(FS_SERVER), args=(str(root),), name=name)
 
 
-@pytest.fixture
-def fs_root(tmp_path: Path) -> Path:
-    root = tmp_path / "served"
+@pytest.fixture(scope="module")
+def fs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("mcp") / "served"
     (root / "docs").mkdir(parents=True)
     (root / "docs" / "notes.md").write_text("# Notes\nhello from the upstream\n")
     (root / "a.txt").write_text("alpha\n")
     return root.resolve()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 async def bridge(fs_root: Path) -> AsyncIterator[McpBridge]:
+    """One session with the filesystem server, shared by the read-only tests of this module."""
     with anyio.fail_after(60):
         async with McpBridge([fs_server(fs_root, "fs")]) as connected:
             yield connected
@@ -124,15 +127,12 @@ async def test_two_upstreams_with_the_same_tools_are_prefixed(fs_root: Path) -> 
 
 
 @pytest.mark.anyio
-async def test_prefix_always_and_taken_names(fs_root: Path) -> None:
-    """It prefixes everything with prefix="always" and only taken names otherwise."""
+async def test_prefix_always_prefixes_every_tool(fs_root: Path) -> None:
+    """It registers every upstream tool as <server>_<tool> with prefix="always"."""
     with anyio.fail_after(60):
         async with McpBridge([fs_server(fs_root, "fs")], prefix="always") as bridge:
-            assert all(tool.name.startswith("fs_") for tool in bridge.tools)
-        async with McpBridge([fs_server(fs_root, "fs")], taken=["read_text_file"]) as bridge:
-            names = {tool.name for tool in bridge.tools}
-            assert "fs_read_text_file" in names
-            assert "list_directory" in names
+            assert bridge.tools
+            assert all(tool.name == f"fs_{tool.upstream_name}" for tool in bridge.tools)
 
 
 @pytest.mark.anyio
@@ -288,3 +288,53 @@ async def test_call_timeout_becomes_a_tool_error() -> None:
                                     server="s", call=call, timeout_s=0.05)
     with anyio.fail_after(5), pytest.raises(ToolError, match=r"did not answer within 0\.05s"):
         await definition.execute({}, None)
+
+
+# -- failure modes (a tiny fixture server) and programs through the pipeline ----------------------
+
+TINY = Path(__file__).resolve().parent / "fixtures" / "tiny_mcp_server.py"
+
+
+@pytest.mark.anyio
+async def test_upstream_failures_are_error_results_and_the_host_survives(tmp_path: Path) -> None:
+    """It prefixes taken and reserved names, maps a JSON-RPC error and a dying upstream to error results,
+    fails later calls fast and clearly, and still exits cleanly."""
+    with (tmp_path / "tiny.err").open("w") as errlog, anyio.fail_after(60):
+        async with ToolRuntime() as rt:
+            bridge = McpBridge([UpstreamServer(sys.executable, (str(TINY),), name="tiny")], errlog=errlog,
+                               taken=["echo"])
+            await rt.enter_async_context(bridge)
+            bridge.register(rt)
+            names = [tool.name for tool in bridge.tools]
+            ok = await rt.execute("tiny_echo", {"text": "hi"})
+            boom = await rt.execute("boom", {})
+            died = await rt.execute("die", {})
+            after = await rt.execute("tiny_echo", {"text": "again"})
+    assert names == ["tiny_echo", "boom", "die", "tiny_run_code"]
+    assert ok.value == {"text": "hi", "content": [{"type": "text", "text": "hi"}]}
+    assert boom.error is not None
+    assert boom.error.code == "TOOL_FAILED"
+    assert 'failed the call to "boom": kaboom' in boom.error.message
+    for result in (died, after):
+        assert result.error is not None
+        assert result.error.code == "TOOL_FAILED"
+        assert 'upstream MCP server "tiny" is no longer connected' in result.error.message
+
+
+@pytest.mark.anyio
+async def test_a_program_lists_and_reads_files_through_the_upstream(fs_root: Path) -> None:
+    """It lets a run_code program call the bridged tools as tools.<name>, through the whole pipeline."""
+    program = f"""
+listing = await tools.list_directory({{"path": "{fs_root}"}})
+notes = await tools.read_text_file(path="{fs_root}/docs/notes.md")
+print(listing["text"])
+return notes["structured"]["content"]
+"""
+    with anyio.fail_after(60):
+        async with PythonCodeRuntime() as code, ToolRuntime(mode="code", code_runtime=code) as rt:
+            bridge = await rt.enter_async_context(McpBridge([fs_server(fs_root, "fs")]))
+            bridge.register(rt)
+            result = await rt.execute("run_code", {"code": program, "description": "List and read files"})
+    assert result.error is None
+    assert result.value == {"logs": ["[FILE] a.txt\n[DIR] docs"],
+                            "result": "# Notes\nhello from the upstream\n"}
