@@ -8,9 +8,9 @@ nested classes (which are *declared* before it).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import groupby
 
 from sdk._schema import ClassNamer, RootType, class_base, render_root
 from sdk._text import camel_case, is_method_name, utf16_key
@@ -53,25 +53,65 @@ def tool_camel(name: str) -> str:
     return class_base(camel_case(name))
 
 
+_FINGERPRINT_BUDGET = 10_000
+
+
 def _fingerprint(value: object) -> str:
-    try:
-        return json.dumps(value, sort_keys=True, default=repr)
-    except (TypeError, ValueError, RecursionError):
-        return ""
+    """A bounded, order-stable text for tie-breaking duplicate names (never expands a DAG fully)."""
+    out: list[str] = []
+    stack: list[object] = [value]
+    while stack and len(out) < _FINGERPRINT_BUDGET:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            try:
+                pairs = [(repr(key), child) for key, child in item.items()]
+                entries = sorted(pairs, key=lambda pair: pair[0])
+            except Exception:
+                out.append("<unreadable>")
+                continue
+            out.append("{")
+            for key, child in reversed(entries):
+                stack.append(child)
+                stack.append(_Token(key))
+        elif isinstance(item, list | tuple):
+            out.append("[")
+            stack.extend(reversed(item))
+        elif isinstance(item, _Token):
+            out.append(item.text)
+        else:
+            scalar = isinstance(item, str | int | float | bool)
+            out.append(f"{type(item).__name__}:{item!r}" if scalar else "?")
+    return "\x00".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    text: str
 
 
 def _as_text(value: object) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def _sort_key(signature: ToolSignature) -> tuple[bytes, str, str, str]:
-    name = _as_text(getattr(signature, "name", ""))
+def _name_key(signature: ToolSignature) -> bytes:
+    return utf16_key(_as_text(getattr(signature, "name", "")))
+
+
+def _tie_key(signature: ToolSignature) -> tuple[str, str, str]:
     return (
-        utf16_key(name),
         _fingerprint(getattr(signature, "description", "")),
         _fingerprint(getattr(signature, "parameters", None)),
         _fingerprint(getattr(signature, "output_schema", None)),
     )
+
+
+def _ordered(signatures: Iterable[ToolSignature]) -> list[ToolSignature]:
+    """Signatures by name in UTF-16 order; same-named ones (rare) by content, so order never matters."""
+    ordered: list[ToolSignature] = []
+    for _, group in groupby(sorted(signatures, key=_name_key), key=_name_key):
+        members = list(group)
+        ordered.extend(sorted(members, key=_tie_key) if len(members) > 1 else members)
+    return ordered
 
 
 def declare(signatures: Iterable[ToolSignature]) -> Declarations:
@@ -79,7 +119,7 @@ def declare(signatures: Iterable[ToolSignature]) -> Declarations:
 
     A second signature with an already-seen name is ignored (a runtime never holds two).
     """
-    ordered = sorted(signatures, key=_sort_key)
+    ordered = _ordered(signatures)
     namer = ClassNamer()
     seen: set[str] = set()
     tools: list[ToolDeclaration] = []

@@ -54,8 +54,10 @@ __all__ = (
     "render_root",
 )
 
-MAX_LEVEL = 200
-"""Schema nesting depth past which a node renders as ``Any`` (keeps the walk well inside the stack)."""
+MAX_LEVEL = 100
+"""Schema nesting depth past which a node renders as ``Any`` (keeps the walk well inside the stack).
+
+Chains of arrays are walked by a loop and do not count, so the list cap below is reachable."""
 
 MAX_LIST_BRACKETS = 180
 """An array node reached with this many brackets open renders as ``Any`` (CPython allows 200)."""
@@ -381,19 +383,30 @@ class _Renderer:
         return f"Literal[{', '.join(rendered)}]"
 
     def _array(self, node: Mapping[object, object], base: str, brackets: int, level: int) -> str:
-        if brackets >= MAX_LIST_BRACKETS:
+        """``list[...]``; a chain of plain arrays is walked by a loop, not by recursion."""
+        depth = 0
+        current = node
+        seen: dict[int, object] = {}
+        inner = _ANY
+        while True:
+            if brackets + depth >= MAX_LIST_BRACKETS:
+                break
+            items = current.get("items", _MISSING)
+            if "prefixItems" in current or isinstance(items, _Missing | bool | list | tuple):
+                depth += 1
+                break
+            if not isinstance(items, Mapping):
+                break
+            depth += 1
+            if items.get("type") == "array" and id(items) not in self._active and id(items) not in seen:
+                seen[id(items)] = items
+                current = items
+                continue
+            inner = self._join(self.members(items, base, brackets + depth, level + 1))
+            break
+        if inner == _ANY:
             self._any()
-            return _ANY
-        items = node.get("items", _MISSING)
-        if isinstance(items, Mapping) and "prefixItems" not in node:
-            inner = self.text(items, base, brackets + 1, level + 1)
-        elif isinstance(items, _Missing | bool | list | tuple) or "prefixItems" in node:
-            self._any()
-            inner = _ANY
-        else:
-            self._any()
-            return _ANY
-        return f"list[{inner}]"
+        return "list[" * depth + inner + "]" * depth
 
     def _object(self, node: Mapping[object, object], base: str, level: int) -> str:
         properties = node.get("properties", _MISSING)
@@ -433,7 +446,7 @@ class _Renderer:
         lines = [f"class {name}(TypedDict):"]
         for field in fields:
             child = properties[field]
-            child_type = self.text(child, class_base(name + camel_case(field)), 1, level + 1)
+            child_type = self._join(self.members(child, class_base(name + camel_case(field)), 1, level + 1))
             comment = field_comment(child)
             if comment:
                 lines.append(f"    # {comment}")
