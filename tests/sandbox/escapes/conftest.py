@@ -9,7 +9,8 @@ and ``TARGET_PATH`` in its source are replaced by the paths of this test. The ha
    and proxy objects (``mode="facades"``: proves the object itself would leak without the language
    policy) or real modules in a fresh interpreter process (``mode="subprocess"``: for payloads that
    spawn processes), and asserts that the secret came out or the file appeared;
-2. runs the attack under the sandbox and asserts that it was rejected at compile time or failed while
+2. runs the attack under the sandbox, both with the in-process executor and through the real isolated
+   worker (``Sandbox.run``), and asserts each time that it was rejected at compile time or failed while
    running, that the secret is nowhere in the outcome or the logs, and that the file does not exist.
 """
 
@@ -20,7 +21,7 @@ import os
 import sys
 import textwrap
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +30,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from sandbox import Sandbox
 from sandbox._proxy import ToolCallError, ToolsProxy
 from sandbox.errors import ToolCallFailure
 from sandbox.facades import CURRENT_TASKS, TaskRegistry, guarded_import
@@ -77,6 +79,7 @@ class EscapeHarness:
     secret: str
     secret_path: Path
     target_path: Path
+    worker: Sandbox
 
     def materialise(self, source: str) -> str:
         text = textwrap.dedent(source).strip("\n")
@@ -121,6 +124,13 @@ class EscapeHarness:
                                         log=logs.append)
         return outcome.error_kind is not None, "\n".join([repr(outcome), *logs])
 
+    async def run_in_worker(self, attack: Attack) -> tuple[bool, str]:
+        """The same through the real isolated worker (``Sandbox.run``)."""
+        with anyio.fail_after(30):
+            result = await self.worker.run(self.materialise(attack.source), tool_names=TOOL_NAMES,
+                                           call_tool=fake_call_tool)
+        return result.error is not None, "\n".join([repr(result), *result.logs])
+
     def goal_reached(self, output: str) -> bool:
         return self.secret in output or self.target_path.exists()
 
@@ -129,24 +139,34 @@ class EscapeHarness:
         assert self.goal_reached(plain_output), f"payload is not real under plain CPython: {plain_output}"
         if self.target_path.exists():
             self.target_path.unlink()
-        blocked, output = await self.run_sandboxed(attack)
-        assert self.secret not in output, output
-        assert not self.target_path.exists(), "the attack created a file"
-        assert blocked, f"the attack ran to completion: {output}"
+        for runner in (self.run_sandboxed, self.run_in_worker):
+            blocked, output = await runner(attack)
+            assert self.secret not in output, output
+            assert not self.target_path.exists(), "the attack created a file"
+            assert blocked, f"the attack ran to completion: {output}"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(scope="session")
+async def worker_sandbox() -> AsyncIterator[Sandbox]:
+    """One warm worker supply for the whole suite (every run still gets a fresh worker process)."""
+    async with Sandbox() as sandbox:
+        yield sandbox
+
+
 @pytest.fixture
-def escape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EscapeHarness]:
+def escape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+           worker_sandbox: Sandbox) -> Iterator[EscapeHarness]:
     secret = f"S3CRET-{uuid.uuid4().hex}"
     secret_path = tmp_path / "secret.txt"
     secret_path.write_text(secret + "\n")
     monkeypatch.setenv(SECRET_ENV, secret)
-    harness = EscapeHarness(secret=secret, secret_path=secret_path, target_path=tmp_path / "created.txt")
+    harness = EscapeHarness(secret=secret, secret_path=secret_path, target_path=tmp_path / "created.txt",
+                            worker=worker_sandbox)
     yield harness
     os.environ.pop(SECRET_ENV, None)
 
