@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 import re
 import stat
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +56,8 @@ __all__ = (
 _MIB = 1024 * 1024
 _SYMLINK_HOPS = 40
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn"})
+_DRIVE = re.compile(r"[A-Za-z]:([/\\]|$)")  # "C:/x", "C:\\x", "C:" are absolute elsewhere; refuse them
+_TEMP = re.compile(r"\..+\.[0-9]+\.[0-9a-f]{8}\.tmp")  # an in-flight write_text replacement
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
@@ -66,7 +70,10 @@ class WorkspaceLimits:
     ``max_write_bytes`` caps the UTF-8 size of ``write_text``, ``max_list_files`` the entries one
     ``list_files`` returns, ``max_grep_matches`` the matches one ``grep`` returns, ``max_grep_file_bytes``
     the size of a file ``grep`` still searches (larger ones are skipped) and ``max_grep_line_chars`` the
-    length of a reported matching line (longer lines are cut and end with ``...``).
+    length of a reported matching line (longer lines are cut and end with ``...``). ``max_grep_seconds``
+    is the wall-clock budget of one search, checked between lines: when it runs out the search stops and
+    reports ``truncated`` (one pathological pattern on one line can still take longer; the tool body is
+    abandoned on cancellation so the caller is never held).
     """
 
     max_read_bytes: int = _MIB
@@ -75,8 +82,13 @@ class WorkspaceLimits:
     max_grep_matches: int = 200
     max_grep_file_bytes: int = _MIB
     max_grep_line_chars: int = 400
+    max_grep_seconds: float = 10.0
 
     def __post_init__(self) -> None:
+        seconds = self.max_grep_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds < math.inf:
+            message = f"WorkspaceLimits.max_grep_seconds must be a positive finite number, got {seconds!r}"
+            raise UsageError(message)
         for name in (
             "max_read_bytes",
             "max_write_bytes",
@@ -122,7 +134,7 @@ def _split(path: object, *, field: str, allow_root: bool) -> list[str]:
         raise ToolArgsError([f'"{field}" must not be empty; use "." for the workspace root'])
     if "\x00" in path:
         raise _denied(f'"{field}" contains a NUL byte; paths with NUL bytes are refused')
-    if path.startswith("/") or (len(path) > 1 and path[1] == ":" and path[0].isalpha()):
+    if path.startswith("/") or _DRIVE.match(path):
         raise _denied(
             f'"{field}" {path!r} is absolute; use a path relative to the workspace root, '
             'for example "docs/notes.md"'
@@ -437,7 +449,7 @@ class Workspace:
                             continue
                         owned.append(child)
                         subdirs.append((child, [*rel, entry.name]))
-                    elif entry.is_file(follow_symlinks=False):
+                    elif entry.is_file(follow_symlinks=False) and not _TEMP.fullmatch(entry.name):
                         yield path, fd
                 stack.extend(reversed(subdirs))
         finally:
@@ -506,7 +518,7 @@ class Workspace:
     def grep(self, pattern: object, dir_path: object = None) -> tuple[list[GrepMatch], bool]:
         """Lines matching the regular expression ``pattern`` (``re.search``) in text files under
         ``dir_path``; binary, non-UTF-8 and over-size files are skipped. Returns the matches in path and
-        line order and whether the list was cut at ``max_grep_matches``."""
+        line order and whether the search was cut (``max_grep_matches`` or ``max_grep_seconds``)."""
         if not isinstance(pattern, str):
             raise ToolArgsError(['"pattern" must be a string'])
         if pattern == "":
@@ -518,6 +530,7 @@ class Workspace:
         limits = self.limits
         matches: list[GrepMatch] = []
         truncated = False
+        deadline = time.monotonic() + limits.max_grep_seconds
 
         def visit(path: str, fd: int, name: str) -> bool:
             nonlocal truncated
@@ -526,6 +539,9 @@ class Workspace:
             except (ToolError, OSError):
                 return True
             for number, line in enumerate(text.splitlines(), start=1):
+                if time.monotonic() > deadline:
+                    truncated = True
+                    return False
                 if regex.search(line) is None:
                     continue
                 if len(matches) >= limits.max_grep_matches:
@@ -641,7 +657,8 @@ def _write_text_tool(ws: Workspace) -> ToolDefinition:
 
 def _list_files_tool(ws: Workspace) -> ToolDefinition:
     async def execute(args: Any, _ctx: Any) -> dict[str, Any]:
-        files, truncated = await anyio.to_thread.run_sync(ws.list_files, args.get("dir"))
+        listing = ws.list_files
+        files, truncated = await anyio.to_thread.run_sync(listing, args.get("dir"), abandon_on_cancel=True)
         return {"files": files, "truncated": truncated}
 
     def render(_args: Any, value: Any) -> list[dict[str, Any]]:
@@ -675,7 +692,9 @@ def _grep_tool(ws: Workspace) -> ToolDefinition:
     limits = ws.limits
 
     async def execute(args: Any, _ctx: Any) -> dict[str, Any]:
-        matches, truncated = await anyio.to_thread.run_sync(ws.grep, args["pattern"], args.get("dir"))
+        matches, truncated = await anyio.to_thread.run_sync(
+            ws.grep, args["pattern"], args.get("dir"), abandon_on_cancel=True
+        )
         found = [{"path": m.path, "line": m.line, "text": m.text} for m in matches]
         return {"matches": found, "truncated": truncated}
 
@@ -701,8 +720,8 @@ def _grep_tool(ws: Workspace) -> ToolDefinition:
             "truncated} in path and line order. dir is a directory (searched recursively) or one file and "
             f"defaults to the root. {_ROOT_RULE} Binary, non-UTF-8 and files over "
             f"{_size(limits.max_grep_file_bytes)} are skipped; at most {limits.max_grep_matches} matches "
-            f"are returned (truncated says the list was cut) and lines are cut at "
-            f"{limits.max_grep_line_chars} characters."
+            f"are returned, a search stops after {limits.max_grep_seconds:g} seconds (truncated says the "
+            f"result was cut) and lines are cut at {limits.max_grep_line_chars} characters."
         ),
         parameters={
             "pattern": _string("Python regular expression searched in each line.", required=True),

@@ -73,7 +73,7 @@ def test_dotdot_escapes_are_denied(ws: Workspace, path: str) -> None:
         ws.read_text(path)
 
 
-@pytest.mark.parametrize("path", ["/etc/passwd", "//etc/passwd", "C:/Windows/win.ini"])
+@pytest.mark.parametrize("path", ["/etc/passwd", "//etc/passwd", "C:/Windows/win.ini", "c:\\x", "D:"])
 def test_absolute_paths_are_denied(ws: Workspace, path: str) -> None:
     """It refuses absolute paths and says to use a root-relative one."""
     with pytest.raises(ToolDeniedError, match="is absolute; use a path relative to the workspace root"):
@@ -556,3 +556,30 @@ async def test_parallel_reads_while_writing_see_whole_texts(rt: ToolRuntime) -> 
             group.start_soon(writer)
     assert seen
     assert all(text in (old, new) for text in seen)
+
+
+@pytest.mark.parametrize("name", ["a:b.txt", "C", "ab:/c"])
+def test_colon_names_that_are_not_drives_stay_allowed(ws: Workspace, tree: tuple[Path, Path],
+                                                      name: str) -> None:
+    """It refuses only drive-letter forms, not ordinary names that contain a colon."""
+    assert ws.write_text(name, "t") == (name, 1)
+    assert (tree[0] / name).read_text() == "t"
+
+
+def test_in_flight_temporary_files_are_not_listed(ws: Workspace, tree: tuple[Path, Path]) -> None:
+    """It hides the temporary sibling of a write that is still in flight."""
+    (tree[0] / "docs" / ".notes.md.123.0a1b2c3d.tmp").write_text("partial")
+    assert ws.list_files("docs")[0] == ["docs/notes.md"]
+
+
+def test_grep_stops_at_its_time_budget(tree: tuple[Path, Path]) -> None:
+    """It stops searching when the wall-clock budget runs out and reports truncation."""
+    ws = Workspace(tree[0], limits=WorkspaceLimits(max_grep_seconds=1e-9))
+    assert ws.grep("TODO") == ([], True)
+
+
+@pytest.mark.parametrize("seconds", [0, -1.0, float("inf"), float("nan"), True])
+def test_grep_budget_is_validated(seconds: object) -> None:
+    """It rejects a non-positive or non-finite grep budget."""
+    with pytest.raises(UsageError, match="max_grep_seconds must be a positive finite number"):
+        WorkspaceLimits(max_grep_seconds=seconds)  # type: ignore[arg-type]
