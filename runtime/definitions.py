@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from sandbox.lossless import LosslessJsonError, snapshot
 
+from ._fast import validate_fast
 from .errors import DefinitionError, JsonSchemaError
-from .schema import SCALAR_TYPES, check_schema, ensure_supported_schema, validate_value
+from .schema import SCALAR_TYPES, check_schema, ensure_supported_schema
 
 if TYPE_CHECKING:
     from .pipeline import ToolCall, ToolContext
@@ -246,7 +247,7 @@ def compile_parameters(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 def _subset_validator(schema: Mapping[str, Any]) -> ArgsValidator:
     def validate(args: Any) -> list[str]:
-        return validate_value(schema, args, "")
+        return validate_fast(schema, args, "")
 
     return validate
 

@@ -38,13 +38,14 @@ import inspect
 import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Final, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 import anyio
 
 from sandbox.lossless import FrozenList, LosslessJsonError, snapshot
 
+from ._fast import freeze, validate_fast
 from .approval import resolve_ask
 from .cancel import NEVER, CancelSignal
 from .definitions import ResourceClaims, ToolDefinition
@@ -62,7 +63,6 @@ from .errors import (
 from .hooks import UNSET, Accept, Allow, Ask, Block, Decision, Deny, PostDecision
 from .modes import RUN_CODE, collapses
 from .results import ToolErrorInfo, ToolResult, text_block, text_of
-from .schema import validate_value
 from .scope import Scope
 
 if TYPE_CHECKING:
@@ -106,12 +106,12 @@ class ExecutionToken:
         return f"<ExecutionToken {self.call_id}>"
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class ToolCall:
+class ToolCall(NamedTuple):
     """The frozen execution object handed to hooks, guards and observers.
 
     ``arguments`` is the deep-frozen lossless snapshot (None when the arguments were not lossless JSON);
-    ``cancel`` is the caller's signal (:data:`~runtime.cancel.NEVER` when there is none).
+    ``cancel`` is the caller's signal (:data:`~runtime.cancel.NEVER` when there is none). A named tuple
+    rather than a frozen dataclass because one is built per call on the hot path (5x cheaper).
     """
 
     name: str
@@ -201,8 +201,7 @@ class Execution:
         return f"<Execution {self.call.name} {self.call.call_id}>"
 
 
-@dataclass(frozen=True, slots=True)
-class Prepared:
+class Prepared(NamedTuple):
     """Outcome of :meth:`Stages.prepare`: ready to dispatch (``result`` None) or already settled."""
 
     execution: Execution
@@ -215,8 +214,7 @@ class Prepared:
         return self.result is None
 
 
-@dataclass(frozen=True, slots=True)
-class Dispatched:
+class Dispatched(NamedTuple):
     """Outcome of :meth:`Stages.dispatch`; ``post`` says whether post-execute still runs."""
 
     execution: Execution
@@ -347,7 +345,7 @@ class Stages:
                 collapsed = collapses(name, self._registry.mode_for(agent), nested)
                 finalize = visible.finalize_content
         try:
-            frozen = snapshot(arguments, freeze=True, root="arguments")
+            frozen = freeze(arguments, "arguments")
         except Exception as exc:
             frozen = None
             detail = (str(exc) if isinstance(exc, LosslessJsonError)
@@ -414,6 +412,8 @@ class Stages:
         return await run(0)
 
     def _run_guards(self, call: ToolCall) -> str | None:
+        if not self._registry.guard_count:
+            return None
         for table in self._registry.guard_tables(call.agent):
             index = 0
             while index < len(table):  # live table: a guard added during this pass is visited too
@@ -565,12 +565,12 @@ class Stages:
         name = definition.name
         prefix = f'tool "{name}" returned invalid output: '
         try:
-            frozen = snapshot(value, freeze=True)
+            frozen = freeze(value)
         except LosslessJsonError as exc:
             raise ToolOutputError(f"{prefix}value is not lossless JSON ({exc})") from None
         except Exception as exc:
             raise ToolOutputError(f"{prefix}value snapshot failed: {_message_of(exc)}") from None
-        violations = validate_value(definition.output.schema, frozen, "value")
+        violations = validate_fast(definition.output.schema, frozen, "value")
         if violations:
             raise ToolOutputError(prefix + "; ".join(violations))
         try:
@@ -707,7 +707,7 @@ def _content(blocks: object, what: str) -> FrozenList:
     if isinstance(blocks, str | bytes | Mapping) or not isinstance(blocks, Sequence):
         raise ToolOutputError(f"{what} must return a list of content blocks, not {type(blocks).__name__}")
     try:
-        frozen: FrozenList = snapshot(list(blocks), freeze=True, root="content")
+        frozen: FrozenList = freeze(blocks if type(blocks) is list else list(blocks), "content")
     except Exception:
         raise ToolOutputError(f"{what} returned non-lossless JSON") from None
     for index, block in enumerate(frozen):

@@ -103,6 +103,8 @@ class Registry:
         self._generation = 0
         self._views: weakref.WeakKeyDictionary[Scope, tuple[int, View]] = weakref.WeakKeyDictionary()
         self._global_view: tuple[int, View] | None = None
+        #: Guards registered anywhere (lets the hot path skip guard evaluation entirely when zero).
+        self.guard_count = 0
 
     # ---------------------------------------------------------------------------------- layers
 
@@ -210,6 +212,7 @@ class Registry:
         assert layer is not None
         table = layer.guards
         table.append(fn)
+        self.guard_count += 1
 
         def dispose() -> None:
             for index, item in enumerate(table):
@@ -218,6 +221,7 @@ class Registry:
                     break
             else:
                 return
+            self.guard_count -= 1
             if not table and layer.guards is table:
                 layer.guards = []  # a fresh generation: a replacement registered now is seen next call
             self._reclaim(scope)
