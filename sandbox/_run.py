@@ -273,10 +273,10 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
                                "log_bytes": limits.log_bytes, "result_bytes": limits.result_bytes,
                                "frame_bytes": limits.frame_bytes},
                 })
-                task_group.start_soon(state.pump, task_group)
                 task_group.start_soon(_watch_cpu, worker, state, task_group)
                 if cancel is not None:
                     task_group.start_soon(_watch_cancel, cancel, state, task_group)
+                await state.pump(task_group)
         if wall.cancelled_caught:
             state.fail("timeout", f"the program ran past its wall-clock budget of {limits.wall_seconds:g} s "
                                   "(wall_seconds) and was killed")
@@ -294,29 +294,18 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
     return _result(state, worker, started, session_restarted)
 
 
-_CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
 _CPU_POLL: Final = 0.05
-
-
-def _process_cpu(pid: int) -> float | None:
-    """CPU seconds (user + system) of a live process, from /proc; None if unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 async def _watch_cpu(worker: WorkerHandle, state: _RunState, task_group: anyio.abc.TaskGroup) -> None:
     """Enforce the CPU budget to the poll interval (RLIMIT_CPU only has whole seconds)."""
-    baseline = _process_cpu(worker.pid)
+    baseline = worker.take_cpu_mark()
     if baseline is None:
         return
     budget = state.limits.cpu_seconds
     while True:
         await anyio.sleep(_CPU_POLL)
-        used = _process_cpu(worker.pid)
+        used = worker.cpu_now()
         if used is None:
             return
         if used - baseline >= budget:

@@ -182,7 +182,7 @@ def main(argv: list[str]) -> None:
     The host passes its own ``sys.path`` so the template imports exactly the modules the host would
     (``-I`` drops the environment and the current directory from the path).
     """
-    if len(argv) > 2:
+    if len(argv) > 2:  # the bootstrap normally did this already
         sys.path[:] = [str(entry) for entry in json.loads(argv[2])]
     control = socket.socket(fileno=int(argv[0]))
     control.setblocking(True)

@@ -1,6 +1,6 @@
 """Host-side process control: the template process and handles on the workers it forks.
 
-:class:`TemplateProcess` starts ``python -I -m sandbox._template`` with the host's interpreter, keeps
+:class:`TemplateProcess` starts ``python -I`` (the host's interpreter) running :mod:`sandbox._template`, keeps
 its control socket and turns the template's messages into per-worker events. :class:`WorkerHandle` is
 the host's view of one worker: its pid, the host end of its protocol channel and, once the template has
 reaped it, its wait status and CPU time. Killing goes through the template (which alone reaps, so the
@@ -36,6 +36,23 @@ _MAX_MESSAGE: Final = 1 << 16
 _START_TIMEOUT: Final = 30.0
 _READY_TIMEOUT: Final = 10.0
 _READY_FRAME_BYTES: Final = 1 << 16
+_CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
+
+#: The template's entry point. It registers ``sandbox`` as a bare namespace for its submodules
+#: instead of running the package ``__init__``, which would import the host-side API (anyio,
+#: pydantic, the pool): the template - and so every worker - holds only the modules a worker runs.
+_BOOTSTRAP: Final = """\
+import importlib.util, json, sys, types
+sys.path[:] = json.loads(sys.argv[3])
+spec = importlib.util.find_spec("sandbox")
+package = types.ModuleType("sandbox")
+package.__path__ = list(spec.submodule_search_locations)
+package.__spec__ = spec
+package.__file__ = spec.origin
+sys.modules["sandbox"] = package
+from sandbox._template import main
+main(sys.argv[1:])
+"""
 
 
 class WorkerHandle:
@@ -50,6 +67,21 @@ class WorkerHandle:
         self.status: int | None = None
         self.cpu_seconds: float | None = None
         self.killed = False
+        self._cpu_mark: float | None = None
+
+    def cpu_now(self) -> float | None:
+        """CPU seconds (user + system) the worker has used so far, from /proc; None if unreadable."""
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def take_cpu_mark(self) -> float | None:
+        """The CPU time sampled when the worker got ready (once), else the CPU time now."""
+        mark, self._cpu_mark = self._cpu_mark, None
+        return mark if mark is not None else self.cpu_now()
 
     @property
     def alive(self) -> bool:
@@ -84,6 +116,7 @@ class WorkerHandle:
                         if not isinstance(frame, ReadyFrame) or len(bodies) > 1:
                             raise ProtocolViolation("expected exactly one ready frame")
                         self.layers = frame.layers
+                        self._cpu_mark = self.cpu_now()
                         return
                 except ProtocolViolation as exc:
                     raise SandboxStartError(f"the worker's start handshake was malformed: {exc}") from None
@@ -128,8 +161,8 @@ class TemplateProcess:
         """Start the template and wait for its hello; raise SandboxStartError on any failure."""
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            command = [sys.executable, "-I", "-m", "sandbox._template", str(child_end.fileno()),
-                       self.executor, json.dumps([p for p in sys.path if isinstance(p, str)])]
+            command = [sys.executable, "-I", "-c", _BOOTSTRAP, str(child_end.fileno()), self.executor,
+                       json.dumps([p for p in sys.path if isinstance(p, str)])]
             self.process = await anyio.open_process(
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, pass_fds=(child_end.fileno(),), env={}, cwd="/")
