@@ -128,14 +128,18 @@ def test_unsupported_keyword_degrades_only_its_node() -> None:
         {
             "host": {"type": "string", "format": "hostname"},
             "port": {"type": "integer", "minimum": 1, "maximum": 65535, "description": "The port."},
-            "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}, "uniqueItems": True},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string", "pattern": "^[a-z]+$"},
+                "uniqueItems": True,
+            },
             "extra": {"not": {"type": "null"}},
             "link": {"$ref": "https://example.com/x.json"},
         },
         ["host"],
     )
     text = declaration(sig("connect", schema))
-    assert "    # (format: \"hostname\")\n    host: str\n" in text
+    assert '    # (format: "hostname")\n    host: str\n' in text
     assert "    # The port. (minimum: 1, maximum: 65535)\n    port: NotRequired[int]\n" in text
     assert "    # (uniqueItems: true)\n    tags: NotRequired[list[str]]\n" in text
     assert "    extra: NotRequired[Any]\n" in text
@@ -153,7 +157,10 @@ def test_broken_node_degrades_locally() -> None:
 @pytest.mark.parametrize(
     ("schema", "comment"),
     [
-        ({"type": "integer", "description": "The port.", "minimum": 1, "maximum": 65535}, "The port. (minimum: 1, maximum: 65535)"),
+        (
+            {"type": "integer", "description": "The port.", "minimum": 1, "maximum": 65535},
+            "The port. (minimum: 1, maximum: 65535)",
+        ),
         ({"type": "string", "pattern": "^a$", "minLength": 2}, '(pattern: "^a$", minLength: 2)'),
         ({"type": "string", "default": "x\ny"}, '(default: "x\\ny")'),
         ({"type": "number", "exclusiveMinimum": 0.5}, "(exclusiveMinimum: 0.5)"),
@@ -266,7 +273,13 @@ def test_hostile_mapping_never_raises_and_rolls_back_names() -> None:
 
 @pytest.mark.parametrize(
     ("text", "base"),
-    [("ReadFileArgs", "ReadFileArgs"), ("1stArgs", "Tool1stArgs"), ("", "Tool"), ("_x", "Tool_x"), ("None", "ToolNone")],
+    [
+        ("ReadFileArgs", "ReadFileArgs"),
+        ("1stArgs", "Tool1stArgs"),
+        ("", "Tool"),
+        ("_x", "Tool_x"),
+        ("None", "ToolNone"),
+    ],
 )
 def test_class_base_is_always_a_usable_name(text: str, base: str) -> None:
     """It prefixes Tool when the text cannot start a class name."""

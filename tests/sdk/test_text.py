@@ -72,7 +72,13 @@ def test_is_bare_identifier_rejects_nfkc_unstable_names() -> None:
 
 @pytest.mark.parametrize(
     ("text", "camel"),
-    [("read_file", "ReadFile"), ("my-mcp.tool", "MyMcpTool"), ("1st-tool", "1stTool"), ("___", ""), ("ab", "Ab")],
+    [
+        ("read_file", "ReadFile"),
+        ("my-mcp.tool", "MyMcpTool"),
+        ("1st-tool", "1stTool"),
+        ("___", ""),
+        ("ab", "Ab"),
+    ],
 )
 def test_camel_case(text: str, camel: str) -> None:
     """It splits on non-identifier characters and underscores and upper-cases each head."""
@@ -146,7 +152,15 @@ def test_js_number_round_trips(value: float) -> None:
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(True, "True"), (False, "False"), (None, "None"), ("a", '"a"'), (7, "7"), (float("nan"), None), ([1], None)],
+    [
+        (True, "True"),
+        (False, "False"),
+        (None, "None"),
+        ("a", '"a"'),
+        (7, "7"),
+        (float("nan"), None),
+        ([1], None),
+    ],
 )
 def test_literal_value(value: object, text: str | None) -> None:
     """It renders JSON scalars for Literal[...] and refuses everything else."""
