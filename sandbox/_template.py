@@ -98,7 +98,7 @@ class _Template:
     def spawn(self, channel: int, message: dict[str, Any]) -> None:
         layers = frozenset(str(layer) for layer in message.get("layers", ()))
         try:
-            workdir = tempfile.mkdtemp(prefix="codemode-worker-")
+            workdir = tempfile.mkdtemp(prefix=f"codemode-worker-{self.pid}-")
             os.chmod(workdir, 0o555)
             pid = os.fork()
         except OSError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,9 +49,7 @@ def open_fds() -> set[int]:
     return {int(name) for name in os.listdir("/proc/self/fd")}
 
 
-def worker_dirs() -> set[str]:
-    """Worker working directories currently present."""
-    import tempfile
-
+def worker_dirs(template_pid: int) -> set[str]:
+    """Working directories of the workers of one template (named after the template's pid)."""
     root = tempfile.gettempdir()
-    return {name for name in os.listdir(root) if name.startswith("codemode-worker-")}
+    return {name for name in os.listdir(root) if name.startswith(f"codemode-worker-{template_pid}-")}
