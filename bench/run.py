@@ -1,0 +1,475 @@
+"""Run every benchmark against every peer in one process run and write the results table.
+
+Usage: ``python bench/run.py [--quick] [--only PEER,...] [--no-write]``. Writes
+``bench/results/latest.json`` (every sample's median, p10, p90 and count, the ratios, the target
+verdicts and the machine) and ``bench/results/latest.md`` (the same as Markdown tables).
+
+Method, the same for every peer (see bench/README.md for what each number means):
+
+- each peer is entered first (pools, templates, warm supplies start untimed), then each workload runs
+  once untimed as a warm-up whose value is checked against the workload's expected value;
+- timed runs: as many as fit a per-cell time budget, between a minimum and a maximum count; the codemode
+  peers let their warm supply refill (untimed) before each run, so every timed run is a warm one;
+- a cell reports the median wall time of ``peer.run(workload)``: program text in, checked value out;
+- compute figures are *net*: the workload's median minus the same peer's median for ``return 1``, so a
+  per-run fixed cost (a process hop, a fork) does not hide or inflate the interpreter's speed; per-call
+  figures are the net time of 1,000 sequential calls divided by 1,000;
+- cold start runs in a fresh ``python`` process per sample: import the peer, start it, run ``return 1``,
+  exit (a fresh ``python -c pass`` is measured alongside as the floor).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+_ROOT = Path(__file__).resolve().parents[1]
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+import anyio  # noqa: E402
+
+from bench.peers import Peer, PeerFailure, all_peers  # noqa: E402
+from bench.workloads import COMPUTE, WORKLOADS, Workload, by_name  # noqa: E402
+
+RESULTS = _ROOT / "bench" / "results"
+_COLD_PEERS = ("cpython-exec", "restrictedpython", "smolagents", "monty-sync", "monty-async",
+               "codemode-sandbox", "codemode-run_code")
+
+
+class Settings:
+    """Repetition budget: ``quick`` trades precision for a run of well under a minute."""
+
+    def __init__(self, quick: bool) -> None:
+        self.quick = quick
+        self.cell_budget = 0.4 if quick else 1.5
+        self.min_runs = 2 if quick else 5
+        self.max_runs = 25 if quick else 200
+        self.slow_min_runs = 1 if quick else 2  # a cell whose single run exceeds 1 s
+        self.cold_runs = 2 if quick else 5
+        self.spawn_runs = 5 if quick else 20
+
+
+def _summary(samples: list[float]) -> dict[str, Any]:
+    ordered = sorted(samples)
+
+    def at(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return {"median_s": statistics.median(ordered), "p10_s": at(0.1), "p90_s": at(0.9), "n": len(ordered)}
+
+
+async def _measure_cell(peer: Peer, workload: Workload, settings: Settings) -> dict[str, Any]:
+    reason = peer.unsupported(workload)
+    if reason is not None:
+        return {"na": reason}
+    prepare = getattr(peer, "prepare", None)
+    try:
+        if prepare is not None:
+            await prepare()
+        start = time.perf_counter()
+        with anyio.fail_after(120):
+            value = await peer.run(workload)
+        first = time.perf_counter() - start
+    except (PeerFailure, Exception) as exc:
+        return {"failed": f"{type(exc).__name__}: {exc}"[:500]}
+    if value != workload.expected:
+        return {"failed": f"wrong value {value!r:.200}"}
+    samples: list[float] = []
+    if first > 1.0:  # a slow cell (a tree-walking interpreter): the warm-up is a fair sample
+        samples.append(first)
+        runs = settings.slow_min_runs - 1
+    else:
+        runs = max(settings.min_runs, min(settings.max_runs, int(settings.cell_budget / max(first, 1e-6))))
+    for _ in range(runs):
+        if prepare is not None:
+            await prepare()
+        start = time.perf_counter()
+        with anyio.fail_after(120):
+            value = await peer.run(workload)
+        samples.append(time.perf_counter() - start)
+        if value != workload.expected:
+            return {"failed": f"wrong value {value!r:.200}"}
+    return _summary(samples)
+
+
+async def measure_peers(settings: Settings, only: set[str] | None) -> dict[str, dict[str, Any]]:
+    """Every workload on every peer: ``{peer: {workload: cell}}``."""
+    table: dict[str, dict[str, Any]] = {}
+    for peer in all_peers():
+        if only and peer.name not in only:
+            continue
+        print(f"-- {peer.name}", file=sys.stderr, flush=True)
+        row: dict[str, Any] = {}
+        try:
+            async with peer:
+                for workload in WORKLOADS:
+                    row[workload.name] = await _measure_cell(peer, workload, settings)
+                    print(f"   {workload.name:17} {_cell_text(row[workload.name])}", file=sys.stderr,
+                          flush=True)
+        except Exception as exc:
+            row["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        table[peer.name] = row
+    return table
+
+
+# --- cold start -----------------------------------------------------------------------------------
+
+async def _cold_once(name: str) -> None:
+    peer = next(p for p in all_peers() if p.name == name)
+    async with peer:
+        value = await peer.run(by_name("trivial"))
+    assert value == 1, value
+
+
+def _time_command(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, cwd=_ROOT, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def measure_cold(settings: Settings, only: set[str] | None) -> dict[str, Any]:
+    """Fresh-process cold starts, and the ``python -c pass`` floor."""
+    found: dict[str, Any] = {"python -c pass": _summary(
+        [_time_command([sys.executable, "-c", "pass"]) for _ in range(settings.spawn_runs)])}
+    for name in _COLD_PEERS:
+        if only and name not in only:
+            continue
+        print(f"-- cold {name}", file=sys.stderr, flush=True)
+        try:
+            found[name] = _summary([_time_command([sys.executable, str(Path(__file__)), "--cold-one", name])
+                                    for _ in range(settings.cold_runs)])
+        except subprocess.CalledProcessError as exc:
+            found[name] = {"failed": str(exc)}
+    return found
+
+
+_ECHO_CHILD = """
+import os, socket, sys
+sock = socket.socket(fileno=int(sys.argv[1]))
+while True:
+    data = sock.recv(4096)
+    if not data:
+        break
+    sock.sendall(data)
+"""
+
+
+def measure_ping_pong(round_trips: int) -> dict[str, Any]:
+    """The floor of any cross-process host call here: a blocking echo over a Unix socketpair."""
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    process = subprocess.Popen([sys.executable, "-c", _ECHO_CHILD, str(child.fileno())],
+                               pass_fds=(child.fileno(),))
+    child.close()
+    message = b'{"type":"call","id":1,"name":"add","args":{"a":1,"b":2}}'
+    try:
+        parent.sendall(message)
+        parent.recv(4096)
+        samples = []
+        for _ in range(round_trips):
+            start = time.perf_counter()
+            parent.sendall(message)
+            parent.recv(4096)
+            samples.append(time.perf_counter() - start)
+    finally:
+        parent.close()
+        process.wait(timeout=10)
+    return _summary(samples)
+
+
+_ASYNC_ECHO_CHILD = """
+import asyncio, socket, sys
+async def main():
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    while data := await loop.sock_recv(sock, 4096):
+        sock.send(data)
+asyncio.run(main())
+"""
+
+
+async def _async_ping_pong(round_trips: int) -> dict[str, Any]:
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    process = subprocess.Popen(  # noqa: ASYNC220 (started once, before the timed loop)
+        [sys.executable, "-c", _ASYNC_ECHO_CHILD, str(child.fileno())], pass_fds=(child.fileno(),))
+    child.close()
+    parent.setblocking(False)
+    loop = asyncio.get_running_loop()
+    message = b'{"type":"call","id":1,"name":"add","args":{"a":1,"b":2}}'
+    samples = []
+    try:
+        for _ in range(round_trips + 1):
+            start = time.perf_counter()
+            parent.send(message)
+            await loop.sock_recv(parent, 4096)
+            samples.append(time.perf_counter() - start)
+    finally:
+        parent.close()
+        process.wait(timeout=10)
+    return _summary(samples[1:])
+
+
+def measure_async_ping_pong(round_trips: int) -> dict[str, Any]:
+    """The same echo with an asyncio loop on both sides (what a host call over asyncio costs at least)."""
+    return asyncio.run(_async_ping_pong(round_trips))
+
+
+# --- other helpers' benchmarks ----------------------------------------------------------------------
+
+async def measure_scheduler(quick: bool) -> dict[str, Any]:
+    """The ordered lane's own overhead (bench/scheduler_overhead.py), per call."""
+    try:
+        from bench.scheduler_overhead import measure
+    except Exception as exc:
+        return {"failed": f"{type(exc).__name__}: {exc}"}
+    return await measure(300 if quick else 1000, 3 if quick else 5)
+
+
+# --- derived figures ------------------------------------------------------------------------------
+
+def _median(table: dict[str, dict[str, Any]], peer: str, workload: str) -> float | None:
+    cell = table.get(peer, {}).get(workload)
+    return cell.get("median_s") if isinstance(cell, dict) else None
+
+
+def _net(table: dict[str, dict[str, Any]], peer: str, workload: str) -> float | None:
+    total, base = _median(table, peer, workload), _median(table, peer, "trivial")
+    if total is None or base is None:
+        return None
+    return max(total - base, 1e-9)
+
+
+def _best_monty(table: dict[str, dict[str, Any]], fn: Any, workload: str) -> tuple[str, float] | None:
+    options = [(peer, value) for peer in ("monty-sync", "monty-async")
+               if (value := fn(table, peer, workload)) is not None]
+    return min(options, key=lambda item: item[1]) if options else None
+
+
+def derive(table: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Ratios to CPython, codemode vs Monty, per-call figures and the target verdicts."""
+    peers = list(table)
+    compute: dict[str, Any] = {}
+    for peer in peers:
+        ratios = {}
+        for workload in COMPUTE:
+            net, base = _net(table, peer, workload.name), _net(table, "cpython-exec", workload.name)
+            if net is not None and base is not None:
+                ratios[workload.name] = net / base
+        geo = math.exp(statistics.fmean(math.log(r) for r in ratios.values())) if ratios else None
+        compute[peer] = {"net_s": {w.name: _net(table, peer, w.name) for w in COMPUTE},
+                         "ratio_to_cpython": ratios, "geomean_ratio_to_cpython": geo}
+    vs_monty: dict[str, Any] = {}
+    for workload in COMPUTE:
+        best = _best_monty(table, _net, workload.name)
+        ours = _net(table, "codemode-sandbox", workload.name)
+        if best and ours:
+            vs_monty[workload.name] = {"monty_peer": best[0], "monty_net_s": best[1], "codemode_net_s": ours,
+                                       "codemode_over_monty": ours / best[1]}
+    per_call = {peer: (net / 1000 if (net := _net(table, peer, "sequential-calls")) else None)
+                for peer in peers}
+    return {"compute": compute, "codemode_vs_monty_compute": vs_monty, "per_call_s": per_call,
+            "targets": _targets(table, compute, vs_monty, per_call)}
+
+
+def _verdict(name: str, value: float | None, limit: float, unit: str, detail: str) -> dict[str, Any]:
+    return {"target": name, "value": value, "limit": limit, "unit": unit, "detail": detail,
+            "met": None if value is None else value <= limit}
+
+
+def _targets(table: dict[str, dict[str, Any]], compute: dict[str, Any], vs_monty: dict[str, Any],
+             per_call: dict[str, float | None]) -> list[dict[str, Any]]:
+    ours = compute.get("codemode-sandbox", {})
+    slowest = max((v["codemode_over_monty"] for v in vs_monty.values()), default=None)
+    monty_call = min((v for p in ("monty-sync", "monty-async") if (v := per_call.get(p))), default=None)
+    sandbox_call = per_call.get("codemode-sandbox")
+    monty_trivial = _best_monty(table, _median, "trivial")
+    trivial = _median(table, "codemode-sandbox", "trivial")
+    return [
+        _verdict("compute geomean vs CPython", ours.get("geomean_ratio_to_cpython"), 1.5, "x",
+                 "codemode-sandbox net compute / cpython-exec, geometric mean of 5 workloads"),
+        _verdict("compute vs Monty, worst workload", slowest, 1.0, "x",
+                 "codemode-sandbox net / best Monty net; <= 1 means faster on every compute workload"),
+        _verdict("host-call round trip vs Monty", None if not (sandbox_call and monty_call)
+                 else sandbox_call / monty_call, 1.0, "x",
+                 "codemode-sandbox per call / best Monty per call (1,000 sequential calls)"),
+        _verdict("trivial run vs Monty warm feed", None if not (trivial and monty_trivial)
+                 else trivial / monty_trivial[1], 10.0, "x",
+                 "codemode-sandbox 'return 1' / best Monty warm feed of the same program"),
+        _verdict("child-dispatch round trip", per_call.get("codemode-run_code"), 100e-6, "s",
+                 "run_code: net time of 1,000 sequential child calls / 1,000"),
+        _verdict("trivial run_code end to end", _median(table, "codemode-run_code", "trivial"), 3e-3, "s",
+                 "rt.execute('run_code', 'return 1') on a warm supply"),
+        _verdict("100 x 50 ms under gather (run_code)", _median(table, "codemode-run_code", "parallel-50ms"),
+                 0.6, "s", "through the sub-lane, pool of 10: the floor is 0.5 s"),
+        _verdict("trivial sandbox run", trivial, 2e-3, "s", "Sandbox.run('return 1') on a warm supply"),
+    ]
+
+
+# --- output ---------------------------------------------------------------------------------------
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    return f"{seconds * 1e3:.2f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def _cell_text(cell: Any) -> str:
+    if not isinstance(cell, dict):
+        return "-"
+    if "na" in cell:
+        return "n/a"
+    if "failed" in cell:
+        return "failed"
+    return _ms(cell["median_s"])
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, cores, Python and package versions."""
+    model = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            model = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    versions = {}
+    for package in ("codemode", "smolagents", "pydantic-monty", "RestrictedPython", "anyio"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
+            "implementation": platform.python_implementation(), "platform": platform.platform(),
+            "packages": versions, "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The results as Markdown tables."""
+    table, derived, info = results["peers"], results["derived"], results["machine"]
+    peers = list(table)
+    lines = [f"# Benchmark results ({'quick' if results['quick'] else 'full'} run, {info['date_utc']})", "",
+             f"Machine: {info['cpu']}, {info['cores']} cores, {info['implementation']} {info['python']}, "
+             f"{info['platform']}. Load average (1 min) before/after the run: "
+             f"{results['load_average_before'][0]:.2f} / {results['load_average_after'][0]:.2f}. Packages: "
+             + ", ".join(f"{k} {v}" for k, v in info["packages"].items()) + ".", "",
+             "## Median wall time per run (program text in, checked value out)", "",
+             "| workload | " + " | ".join(peers) + " |", "|---" * (len(peers) + 1) + "|"]
+    notes: dict[str, str] = {}
+    for workload in WORKLOADS:
+        cells = []
+        for peer in peers:
+            cell = table[peer].get(workload.name)
+            text = _cell_text(cell)
+            if isinstance(cell, dict) and ("na" in cell or "failed" in cell):
+                key = f"{peer} / {workload.name}"
+                notes[key] = cell.get("na") or cell.get("failed") or ""
+            cells.append(text)
+        lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
+    if notes:
+        lines += ["", "n/a and failures:", ""] + [f"- {key}: {reason}" for key, reason in notes.items()]
+    lines += ["", "## Compute: net time (minus the peer's own `return 1`) and ratio to CPython", "",
+              "| workload | " + " | ".join(peers) + " |", "|---" * (len(peers) + 1) + "|"]
+    compute = derived["compute"]
+    for workload in COMPUTE:
+        cells = []
+        for peer in peers:
+            net = compute[peer]["net_s"].get(workload.name)
+            ratio = compute[peer]["ratio_to_cpython"].get(workload.name)
+            cells.append("-" if net is None else f"{_ms(net)} ({ratio:.2f}x)")
+        lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
+    lines.append("| **geomean ratio** | " + " | ".join(
+        "-" if (g := compute[p]["geomean_ratio_to_cpython"]) is None else f"**{g:.2f}x**" for p in peers)
+        + " |")
+    lines += ["", "## Host calls", "", "| peer | per sequential call | 100 x 50 ms gather | realistic |",
+              "|---|---|---|---|"]
+    for peer in peers:
+        lines.append(f"| {peer} | {_ms(derived['per_call_s'].get(peer))} | "
+                     f"{_cell_text(table[peer].get('parallel-50ms'))} | "
+                     f"{_cell_text(table[peer].get('realistic'))} |")
+    ping, aping = results.get("ping_pong"), results.get("async_ping_pong")
+    if ping and aping:
+        lines += ["", "Floor of a cross-process round trip on this machine (echo of one call-sized frame "
+                      f"over a Unix socketpair, n={ping['n']}): blocking sockets median "
+                      f"{_ms(ping['median_s'])} "
+                      f"(p90 {_ms(ping['p90_s'])}); asyncio on both sides median {_ms(aping['median_s'])} "
+                      f"(p90 {_ms(aping['p90_s'])})."]
+    cold = results.get("cold", {})
+    if cold:
+        lines += ["", "## Cold start (fresh process: import, start, run `return 1`, exit)", "",
+                  "| peer | median | p10 | p90 | n |", "|---|---|---|---|---|"]
+        for name, cell in cold.items():
+            if "median_s" in cell:
+                lines.append(f"| {name} | {_ms(cell['median_s'])} | {_ms(cell['p10_s'])} | "
+                             f"{_ms(cell['p90_s'])} | {cell['n']} |")
+            else:
+                lines.append(f"| {name} | failed | | | |")
+    scheduler = results.get("scheduler")
+    if isinstance(scheduler, dict) and "turn" in scheduler:
+        lines += ["", "## Scheduler overhead (bench/scheduler_overhead.py, per no-op call)", "",
+                  f"body {_ms(scheduler['body'])}, pipeline {_ms(scheduler['pipeline'])}, turn "
+                  f"{_ms(scheduler['turn'])}, sub-lane {_ms(scheduler['sub_lane'])}; turn / pipeline "
+                  f"{scheduler['turn_over_pipeline']:.2f}x (target <= 5x)."]
+    lines += ["", "## Targets", "", "| target | measured | limit | met | how |", "|---|---|---|---|---|"]
+    for target in derived["targets"]:
+        value, limit = target["value"], target["limit"]
+        shown = (lambda v: "-" if v is None else f"{v:.2f}x") if target["unit"] == "x" else _ms
+        met = {True: "yes", False: "**no**", None: "-"}[target["met"]]
+        lines.append(f"| {target['target']} | {shown(value)} | {shown(limit)} | {met} | {target['detail']} |")
+    return "\n".join(lines) + "\n"
+
+
+async def _main(options: argparse.Namespace) -> dict[str, Any]:
+    settings = Settings(options.quick)
+    only = set(options.only.split(",")) if options.only else None
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    table = await measure_peers(settings, only)
+    scheduler = await measure_scheduler(options.quick) if not only else None
+    results: dict[str, Any] = {"quick": options.quick, "machine": machine(), "peers": table,
+                               "derived": derive(table), "scheduler": scheduler,
+                               "load_average_before": load_before}
+    results["ping_pong"] = await anyio.to_thread.run_sync(measure_ping_pong, 2000)
+    results["async_ping_pong"] = await anyio.to_thread.run_sync(measure_async_ping_pong, 2000)
+    results["cold"] = await anyio.to_thread.run_sync(measure_cold, settings, only)
+    results["load_average_after"] = os.getloadavg()
+    results["seconds"] = time.perf_counter() - started
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (well under a minute)")
+    parser.add_argument("--only", help="comma-separated peer names")
+    parser.add_argument("--no-write", action="store_true", help="print, do not write bench/results/")
+    parser.add_argument("--cold-one", help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.cold_one:
+        asyncio.run(_cold_once(options.cold_one))
+        return
+    results = anyio.run(_main, options)
+    text = markdown(results)
+    print(text)
+    if not options.no_write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "latest.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+        (RESULTS / "latest.md").write_text(text)
+        print(f"wrote {RESULTS / 'latest.json'} and {RESULTS / 'latest.md'} in {results['seconds']:.0f} s",
+              file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
