@@ -47,6 +47,7 @@ _NOFILE: Final = 16
 _UID_BASE: Final = 200_000
 
 _CLONE_NEWNET: Final = 0x40000000
+_CLONE_NEWUSER: Final = 0x10000000
 _PR_SET_PDEATHSIG: Final = 1
 _PR_SET_NO_NEW_PRIVS: Final = 38
 _PR_SET_SECCOMP: Final = 22
@@ -81,7 +82,9 @@ def close_inherited_fds(channel: int) -> None:
 
 
 def _netns() -> bool:
-    return int(_lib().unshare(_CLONE_NEWNET)) == 0
+    """A new network namespace; without root, inside a new user namespace (where one is allowed)."""
+    flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWUSER | _CLONE_NEWNET
+    return int(_lib().unshare(flags)) == 0
 
 
 def _drop_uid() -> bool:

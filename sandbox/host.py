@@ -153,6 +153,11 @@ class TemplateProcess:
         self._closed = False
 
     @property
+    def running(self) -> bool:
+        """True while the template's control socket is open."""
+        return self.control is not None and not self._closed
+
+    @property
     def live_workers(self) -> list[WorkerHandle]:
         """Workers that have not been reaped yet."""
         return [w for w in self._workers.values() if not w.exited.is_set()]

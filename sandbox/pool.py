@@ -139,6 +139,8 @@ class Sandbox:
                 try:
                     worker = await self._template.spawn(self._layers)
                 except SandboxStartError:
+                    if not self._template.running:
+                        return  # runs will report that no worker could be started
                     await anyio.sleep(_RESPAWN_PAUSE)
                     continue
                 finally:

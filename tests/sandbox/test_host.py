@@ -311,3 +311,20 @@ async def test_on_log_streams_output_as_it_happens(sandbox: Sandbox) -> None:
         result = await run(sandbox, "print('one')\nprint('two')\nreturn await tools.echo({})",
                            call_tool=check, on_log=observer)
     assert result.value == ["one", "two"] and result.logs == ("one", "two")
+
+
+async def test_a_dead_template_fails_runs_cleanly_and_takes_its_workers_along() -> None:
+    """It reports worker-exit for runs after the template died, and no worker outlives the template."""
+    with anyio.fail_after(30):
+        async with Sandbox(executor=STANDIN, warm=2) as box:
+            await box.wait_warm()
+            warm = list(box.live_worker_pids)
+            assert box.template_pid is not None
+            os.kill(box.template_pid, signal.SIGKILL)
+            for _ in range(300):
+                if not any(pid_alive(pid) for pid in warm):
+                    break
+                await anyio.sleep(0.01)
+            result = await run(box, "return 1")
+        assert result.error is not None and result.error.kind == "worker-exit"
+        assert not any(pid_alive(pid) for pid in warm)
