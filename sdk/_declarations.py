@@ -114,8 +114,10 @@ def _ordered(signatures: Iterable[ToolSignature]) -> list[ToolSignature]:
     return ordered
 
 
-def declare(signatures: Iterable[ToolSignature]) -> Declarations:
+def declare(signatures: Iterable[ToolSignature], *, checker: bool = False) -> Declarations:
     """Build the declaration model; byte-stable for the same set of tools in any order.
+
+    ``checker=True`` builds the variant for type checkers (see :func:`sdk._schema.render_root`).
 
     A second signature with an already-seen name is ignored (a runtime never holds two).
     """
@@ -131,8 +133,10 @@ def declare(signatures: Iterable[ToolSignature]) -> Declarations:
             continue
         seen.add(name)
         camel = tool_camel(name)
-        args = render_root(getattr(signature, "parameters", None), class_base(camel + "Args"), namer)
-        output = render_root(getattr(signature, "output_schema", None), class_base(camel + "Output"), namer)
+        parameters = getattr(signature, "parameters", None)
+        output_schema = getattr(signature, "output_schema", None)
+        args = render_root(parameters, class_base(camel + "Args"), namer, checker=checker)
+        output = render_root(output_schema, class_base(camel + "Output"), namer, checker=checker)
         for rendered in (args, output):
             classes.extend(rendered.classes)
             used.update(rendered.used)

@@ -249,9 +249,11 @@ def field_comment(schema: object) -> str:
 class _Renderer:
     """One root render. Its classes and names are committed by the caller only if it finishes."""
 
-    def __init__(self, root: object, namer: ClassNamer | None) -> None:
+    def __init__(self, root: object, namer: ClassNamer | None, checker: bool = False) -> None:
         self._root = root
         self._namer = namer
+        # PEP 586 has no float literals: a checker gets ``float`` where a reader gets ``Literal[1.5]``.
+        self._checker = checker
         self.classes: list[str] = []
         self.class_names: set[str] = set()
         self.used: set[str] = set()
@@ -373,14 +375,22 @@ class _Renderer:
                 self._any()
                 return _ANY
             return None
+        fractions = self._checker and any(isinstance(v, float) and not v.is_integer() for v in accepted)
+        if fractions:
+            accepted = [v for v in accepted if not (isinstance(v, float) and not v.is_integer())]
         rendered = _dedupe(text for text in (literal_value(value) for value in accepted) if text is not None)
-        if not rendered:
+        parts: list[str] = []
+        if rendered == ["None"]:
+            parts.append("None")
+        elif rendered:
+            self.used.add("Literal")
+            parts.append(f"Literal[{', '.join(rendered)}]")
+        if fractions:
+            parts.append("float")
+        if not parts:
             self._any()
             return _ANY
-        if rendered == ["None"]:
-            return "None"
-        self.used.add("Literal")
-        return f"Literal[{', '.join(rendered)}]"
+        return " | ".join(parts)
 
     def _array(self, node: Mapping[object, object], base: str, brackets: int, level: int) -> str:
         """``list[...]``; a chain of plain arrays is walked by a loop, not by recursion."""
@@ -483,14 +493,17 @@ class _Renderer:
         return target
 
 
-def render_root(schema: object, base: str, namer: ClassNamer) -> RootType:
+def render_root(schema: object, base: str, namer: ClassNamer, *, checker: bool = False) -> RootType:
     """Render a tool's argument or output schema, allocating class names from ``namer``.
+
+    ``checker=True`` renders for a type checker rather than a reader: non-integral number literals,
+    which PEP 586 does not allow, widen to ``float``. Class names are the same either way.
 
     Total: on any failure inside the walk (a hostile mapping raising, say) the whole root is ``Any``
     and ``namer`` is left as it was.
     """
     scratch = namer.copy()
-    renderer = _Renderer(schema, scratch)
+    renderer = _Renderer(schema, scratch, checker)
     try:
         members = renderer.members(schema, base, 0, 0)
         text = " | ".join(members)

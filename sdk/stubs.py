@@ -10,7 +10,9 @@ for a reader:
 * ``Tools.__getitem__`` is overloaded on ``Literal`` names, so ``tools["my-mcp.tool"]`` is typed and an
   undeclared name is an error;
 * nothing inside the ``Tools`` body refers to a public name: a tool called ``list`` or ``str`` would
-  otherwise shadow the builtin in later annotations of the class body (mypy reports exactly that).
+  otherwise shadow the builtin in later annotations of the class body (mypy reports exactly that);
+* number literals that are not integers (``Literal[1.5]`` in the prompt) widen to ``float``, since
+  PEP 586 does not allow float literals.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def render_stub_module(signatures: Iterable[ToolSignature]) -> str:
     Importable names: ``Tools``, ``tools``, ``ToolCallError`` and every ``TypedDict`` of the prompt
     section, under the same names.
     """
-    declarations = declare(signatures)
+    declarations = declare(signatures, checker=True)
     typing_names = [name for name in declarations.typing_names if name != "Protocol"]
     lines = [_HEADER, ""]
     if typing_names:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hypothesis import strategies as st
+
 from sdk import ToolSignature, render_python_sdk
 
 OBJECT: dict[str, Any] = {"type": "object"}
@@ -45,3 +47,66 @@ def obj(properties: Mapping[str, Any], required: list[str] | None = None, **extr
     if required is not None:
         schema["required"] = required
     return schema
+
+
+# -- hypothesis strategies: hostile schemas and tool sets --------------------------------------
+
+_KEYWORDS = (
+    "type",
+    "properties",
+    "required",
+    "items",
+    "enum",
+    "const",
+    "oneOf",
+    "anyOf",
+    "allOf",
+    "additionalProperties",
+    "description",
+    "$ref",
+    "minimum",
+    "pattern",
+    "format",
+    "default",
+    "prefixItems",
+    "title",
+)
+_TYPE_NAMES = ("object", "array", "string", "number", "integer", "boolean", "null", "tuple")
+_NAME_TEXT = st.text(st.characters(exclude_categories=()), max_size=12)
+_SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | _NAME_TEXT
+
+
+def _schema_values(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return (
+        st.sampled_from(_TYPE_NAMES)
+        | st.lists(st.sampled_from(_TYPE_NAMES), max_size=3)
+        | st.lists(children, max_size=3)
+        | st.dictionaries(_NAME_TEXT | st.sampled_from(["a", "b", "class", "__x"]), children, max_size=3)
+        | st.lists(_NAME_TEXT, max_size=3)
+        | children
+    )
+
+
+SCHEMAS: st.SearchStrategy[Any] = st.recursive(
+    _SCALARS | st.fixed_dictionaries({"type": st.sampled_from(_TYPE_NAMES)}),
+    lambda children: st.dictionaries(
+        st.sampled_from(_KEYWORDS) | _NAME_TEXT, _schema_values(children), max_size=5
+    ),
+    max_leaves=20,
+)
+
+TOOL_SETS = st.lists(
+    st.tuples(
+        _NAME_TEXT | st.sampled_from(["read_file", "class", "_x", "match", "a.b", "list", "str"]),
+        _NAME_TEXT,
+        SCHEMAS,
+        SCHEMAS,
+    ),
+    max_size=6,
+    unique_by=lambda item: item[0],
+)
+
+
+def signatures(raw: list[tuple[str, str, Any, Any]]) -> list[ToolSignature]:
+    """Signatures from TOOL_SETS tuples."""
+    return [sig(name, params, output, description) for name, description, params, output in raw]

@@ -16,7 +16,7 @@ from sdk import render_python_sdk
 from sdk._declarations import tool_camel
 from sdk._text import is_method_name, json_quote
 from sdk.prompt import ERROR_CODES, INSTRUCTIONS
-from tests.sdk.support import declaration, fenced, obj, sig
+from tests.sdk.support import TOOL_SETS, declaration, fenced, obj, sig, signatures
 
 PINNED_PHRASES = (
     "## Writing code for run_code",
@@ -356,71 +356,12 @@ def test_two_thousand_tools_render_quickly() -> None:
 
 # -- properties ----------------------------------------------------------------------------------
 
-_KEYWORDS = (
-    "type",
-    "properties",
-    "required",
-    "items",
-    "enum",
-    "const",
-    "oneOf",
-    "anyOf",
-    "allOf",
-    "additionalProperties",
-    "description",
-    "$ref",
-    "minimum",
-    "pattern",
-    "format",
-    "default",
-    "prefixItems",
-    "title",
-)
-_TYPE_NAMES = ("object", "array", "string", "number", "integer", "boolean", "null", "tuple")
-_NAME_TEXT = st.text(st.characters(exclude_categories=()), max_size=12)
-_SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | _NAME_TEXT
-
-
-def _schema_values(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    return (
-        st.sampled_from(_TYPE_NAMES)
-        | st.lists(st.sampled_from(_TYPE_NAMES), max_size=3)
-        | st.lists(children, max_size=3)
-        | st.dictionaries(_NAME_TEXT | st.sampled_from(["a", "b", "class", "__x"]), children, max_size=3)
-        | st.lists(_NAME_TEXT, max_size=3)
-        | children
-    )
-
-
-SCHEMAS: st.SearchStrategy[Any] = st.recursive(
-    _SCALARS | st.fixed_dictionaries({"type": st.sampled_from(_TYPE_NAMES)}),
-    lambda children: st.dictionaries(
-        st.sampled_from(_KEYWORDS) | _NAME_TEXT, _schema_values(children), max_size=5
-    ),
-    max_leaves=20,
-)
-
-TOOL_SETS = st.lists(
-    st.tuples(
-        _NAME_TEXT | st.sampled_from(["read_file", "class", "_x", "match", "a.b", "list", "str"]),
-        _NAME_TEXT,
-        SCHEMAS,
-        SCHEMAS,
-    ),
-    max_size=6,
-    unique_by=lambda item: item[0],
-)
-
-
-def _signatures(raw: list[tuple[str, str, Any, Any]]) -> list[Any]:
-    return [sig(name, params, output, description) for name, description, params, output in raw]
-
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(TOOL_SETS, st.randoms(use_true_random=False))
 def test_property_deterministic_and_parses(raw: list[tuple[str, str, Any, Any]], rng: random.Random) -> None:
     """It renders byte-identical, parseable, UTF-8-encodable text for any tools in any order."""
-    tools = _signatures(raw)
+    tools = signatures(raw)
     section = render_python_sdk(tools)
     shuffled = tools[:]
     rng.shuffle(shuffled)
@@ -433,7 +374,7 @@ def test_property_deterministic_and_parses(raw: list[tuple[str, str, Any, Any]],
 @given(TOOL_SETS)
 def test_property_every_tool_is_declared_once_in_the_right_form(raw: list[tuple[str, str, Any, Any]]) -> None:
     """It declares each method-eligible name as an async def and every other name as a subscript comment."""
-    body = _tools_body(declaration(*_signatures(raw)))
+    body = _tools_body(declaration(*signatures(raw)))
     for name, _, _, _ in raw:
         methods = [line for line in body if line.startswith(f"    async def {name}(self, args: ")]
         comments = [line for line in body if line.startswith(f"    # tools[{json_quote(name)}](args: ")]
