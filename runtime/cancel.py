@@ -139,6 +139,10 @@ class _FusedSignal(CancelSignal):
 class _NeverSignal(CancelSignal):
     __slots__ = ()
 
+    async def wait(self) -> None:
+        # Shared across event loops, so it must not cache a loop-bound event.
+        await anyio.sleep_forever()
+
     def on_cancel(self, callback: Callable[[str], Any]) -> Disposer:
         return _noop
 

@@ -77,3 +77,11 @@ async def test_wait_and_attached_scope() -> None:
             await anyio.sleep(5)
         assert scope.cancelled_caught
         await source.signal.wait()
+
+
+@pytest.mark.parametrize("round_", [1, 2])
+async def test_never_wait_blocks_on_every_event_loop(round_: int) -> None:
+    """It lets NEVER.wait() be awaited on any event loop (no loop-bound state is cached)."""
+    with anyio.move_on_after(0.01) as scope:
+        await NEVER.wait()
+    assert scope.cancelled_caught
