@@ -156,8 +156,8 @@ def _parse(source: str, filename: str) -> ast.Module:
         raise _syntax(exc.lineno, f"{type(exc).__name__}: {exc.msg}") from None
     except ValueError as exc:  # e.g. "source code string cannot contain null bytes"
         raise _syntax(0, f"SyntaxError: {exc}") from None
-    except RecursionError:
-        raise _syntax(0, "SyntaxError: the program nests too deeply to parse") from None
+    except (RecursionError, MemoryError):  # CPython's parser reports deep nesting as either
+        raise _syntax(0, "SyntaxError: the program is too large or nests too deeply to parse") from None
 
 
 def _wrap(body: list[ast.stmt]) -> ast.Module:
@@ -186,7 +186,7 @@ def compile_program(source: str, *, filename: str = "<program>") -> CompiledProg
     policy = ProgramPolicy()
     try:
         policy.visit(module)
-    except RecursionError:
+    except (RecursionError, MemoryError):
         raise ProgramPolicyError(CompileDiagnostics(("line 0: the program nests too deeply",))) from None
     if policy.diagnostics:
         ordered = sorted(dict.fromkeys(policy.diagnostics), key=lambda item: item[0])
@@ -209,6 +209,6 @@ def compile_program(source: str, *, filename: str = "<program>") -> CompiledProg
             code = compile(module, filename, "exec", dont_inherit=True)
     except SyntaxError as exc:
         raise _syntax(exc.lineno, f"{type(exc).__name__}: {exc.msg}") from None
-    except (RecursionError, ValueError) as exc:
+    except (RecursionError, MemoryError, ValueError) as exc:
         raise _syntax(0, f"SyntaxError: the program cannot be compiled ({type(exc).__name__})") from None
     return CompiledProgram(code=code, filename=filename, source_lines=tuple(source.splitlines()))

@@ -13,7 +13,8 @@ were reviewed one by one. The rules behind the lists:
   (attribute walks in C), ``uuid.uuid1``/``getnode`` (may spawn processes), ``hashlib.file_digest``,
   ``decimal.DefaultContext`` and friends (shared mutable contexts), ``enum.EnumMeta``,
   ``dataclasses.make_dataclass``, ``json``'s ``cls=`` hook, ``asyncio`` everything but the members below.
-* Mutable module constants are handed in as immutable copies (``hashlib.algorithms_available``).
+* Mutable module constants are handed in as immutable copies (``hashlib.algorithms_available``,
+  ``textwrap.TextWrapper.unicode_whitespace_trans``); a test walks every member's attributes for this.
 * Helpers that modify the class or function they are given (``dataclasses.dataclass``,
   ``functools.total_ordering``/``wraps``/``update_wrapper``) accept only the program's own.
 * ``asyncio`` returns :class:`SafeAwaitable` objects only: a program never holds a real Future, Task,
@@ -296,6 +297,16 @@ def _json_loads(text: str | bytes, *, object_hook: Any = None, parse_float: Any 
                       parse_constant=parse_constant, object_pairs_hook=object_pairs_hook)
 
 
+class _TextWrapper(textwrap.TextWrapper):
+    """``textwrap.TextWrapper`` without its class-level translation dict (shared, mutable state)."""
+
+    unicode_whitespace_trans = types.MappingProxyType(  # type: ignore[assignment]
+        dict(textwrap.TextWrapper.unicode_whitespace_trans))
+
+
+_TextWrapper.__name__ = _TextWrapper.__qualname__ = "TextWrapper"
+
+
 # -- the facades -----------------------------------------------------------------------------------
 
 
@@ -390,7 +401,8 @@ def _build_facades() -> dict[str, ModuleFacade]:
         "string": _pick(string, ("Template", "ascii_letters", "ascii_lowercase", "ascii_uppercase",
                                  "capwords", "digits", "hexdigits", "octdigits", "printable", "punctuation",
                                  "whitespace")),
-        "textwrap": _pick(textwrap, ("TextWrapper", "dedent", "fill", "indent", "shorten", "wrap")),
+        "textwrap": {**_pick(textwrap, ("dedent", "fill", "indent", "shorten", "wrap")),
+                     "TextWrapper": _TextWrapper},
         "typing": {**_pick(typing, _TYPING), "TYPE_CHECKING": False},
         "uuid": _pick(uuid, ("NAMESPACE_DNS", "NAMESPACE_OID", "NAMESPACE_URL", "NAMESPACE_X500", "UUID",
                              "uuid3", "uuid4", "uuid5")),

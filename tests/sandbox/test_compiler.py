@@ -1,0 +1,100 @@
+"""Tests for sandbox.compiler: wrapping, line numbers, and one error with every diagnostic."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sandbox.compiler import (
+    CompileDiagnostics,
+    CompiledProgram,
+    ProgramCompileError,
+    ProgramPolicyError,
+    ProgramSyntaxError,
+    compile_program,
+)
+
+
+def test_compiles_a_program_body() -> None:
+    """It returns an immutable CompiledProgram keeping the filename and the source lines."""
+    compiled = compile_program("x = 1\nreturn x", filename="<mine>")
+    assert isinstance(compiled, CompiledProgram)
+    assert compiled.filename == "<mine>"
+    assert compiled.source_lines == ("x = 1", "return x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        compiled.filename = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("source", ["", "   \n", "# only a comment"])
+def test_empty_programs_compile(source: str) -> None:
+    """It accepts programs without statements."""
+    assert compile_program(source).source_lines == tuple(source.splitlines())
+
+
+def test_top_level_await_and_return_are_allowed() -> None:
+    """It compiles top-level await and return (the program is an async function body)."""
+    compile_program("import asyncio\nawait asyncio.sleep(0)\nreturn 1")
+
+
+@pytest.mark.parametrize(("source", "line"), [
+    ("x = 1\ny = (\n", 2),
+    ("x = 1\n\n  y = 2\n", 3),
+    ("def f():\n    await g()\n", 2),
+    ("x = 1\nlambda: (await y)\n", 2),
+    ("for x in y:\n    pass\nbreak\n", 3),
+])
+def test_syntax_errors_carry_program_line_numbers(source: str, line: int) -> None:
+    """It raises ProgramSyntaxError naming the program's own line."""
+    with pytest.raises(ProgramSyntaxError) as caught:
+        compile_program(source)
+    assert caught.value.kind == "syntax"
+    assert caught.value.diagnostics.errors[0].startswith(f"line {line}: ")
+
+
+def test_every_policy_diagnostic_is_reported_at_once() -> None:
+    """It collects all policy problems, sorted by line, into one ProgramPolicyError."""
+    source = "a = ().__class__\nb = 1\nc = _secret\nd = 2\nmatch a:\n    case 1:\n        pass\n"
+    with pytest.raises(ProgramPolicyError) as caught:
+        compile_program(source)
+    errors = caught.value.diagnostics.errors
+    assert [e.split(":")[0] for e in errors] == ["line 1", "line 3", "line 5"]
+    assert str(caught.value) == "\n".join(errors)
+    assert caught.value.kind == "policy"
+
+
+@pytest.mark.parametrize("source", ["x = 1\x00", "(" * 500 + ")" * 500, "-" * 200_000 + "1",
+                                    "[" * 150 + "]" * 150, "x = " + "f(" * 3000 + ")" * 3000])
+def test_hostile_sources_fail_cleanly(source: str) -> None:
+    """It turns null bytes and absurd nesting into a compile error, never a crash."""
+    try:
+        compile_program(source)
+    except ProgramCompileError as exc:
+        assert exc.diagnostics.errors
+        assert all(e.startswith("line ") for e in exc.diagnostics.errors)
+
+
+def test_non_text_programs_are_rejected() -> None:
+    """It refuses bytes with a syntax error instead of decoding them with a coding cookie."""
+    with pytest.raises(ProgramSyntaxError, match="must be text"):
+        compile_program(b"return 1")  # type: ignore[arg-type]
+
+
+def test_error_classes_have_stable_distinct_codes() -> None:
+    """It gives each compile error class its own code and kind."""
+    assert ProgramSyntaxError.code != ProgramPolicyError.code
+    assert {ProgramSyntaxError.kind, ProgramPolicyError.kind} == {"syntax", "policy"}
+    error = ProgramPolicyError(CompileDiagnostics(("line 1: a", "line 2: b")))
+    assert str(error) == "line 1: a\nline 2: b"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_arbitrary_text_never_escapes_the_documented_errors(source: str) -> None:
+    """It either compiles any text or raises one of the two documented errors."""
+    try:
+        compile_program(source)
+    except (ProgramSyntaxError, ProgramPolicyError) as exc:
+        assert exc.diagnostics.errors

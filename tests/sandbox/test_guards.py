@@ -1,0 +1,180 @@
+"""Tests for sandbox.guards: attribute refusals, the write guard, the type gate, the builtins."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import string
+import types
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sandbox.facades import FACADES, guarded_import
+from sandbox.guards import (
+    ClassFactory,
+    SafeType,
+    build_safe_builtins,
+    guarded_delattr,
+    guarded_getattr,
+    guarded_hasattr,
+    guarded_setattr,
+    is_program_class,
+    write_guard,
+)
+
+
+def _gen() -> types.GeneratorType:  # type: ignore[type-arg]
+    yield 1
+
+
+@pytest.fixture
+def program_class() -> type:
+    factory = ClassFactory()
+    namespace = factory.__prepare__("Point", ())
+    namespace["x"] = 1
+    return factory("Point", (), namespace)
+
+
+@pytest.mark.parametrize(("obj", "name"), [
+    ((), "__class__"),
+    (len, "__self__"),
+    (_gen(), "gi_frame"),
+    (_gen(), "gi_code"),
+    ("{0}", "format"),
+    ("{0}", "format_map"),
+    (str, "format"),
+    (string.Formatter(), "get_field"),
+    (string.Formatter, "vformat"),
+    (AttributeError("x"), "obj"),
+])
+def test_getattr_refuses_private_and_introspection_names(obj: object, name: str) -> None:
+    """It raises AttributeError for _-names, frame/generator internals, formatting and error holders."""
+    with pytest.raises(AttributeError, match="not available in the sandbox"):
+        guarded_getattr(obj, name)
+    with pytest.raises(AttributeError):
+        guarded_hasattr(obj, name)
+
+
+@pytest.mark.anyio
+async def test_getattr_refuses_coroutine_driving_and_loop_access() -> None:
+    """It refuses send/throw on coroutines and get_loop on futures."""
+    async def coro() -> None:
+        return None
+
+    c = coro()
+    with pytest.raises(AttributeError):
+        guarded_getattr(c, "send")
+    c.close()
+    future = asyncio.get_running_loop().create_future()
+    with pytest.raises(AttributeError):
+        guarded_getattr(future, "get_loop")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def test_getattr_allows_ordinary_names_and_defaults() -> None:
+    """It returns ordinary attributes, and the default when one is given."""
+    assert guarded_getattr([], "append") is not None
+    assert guarded_getattr(object(), "missing", 7) == 7
+    assert guarded_getattr(_gen(), "send") is not None  # plain generators are fine
+
+
+def test_getattr_requires_an_exact_str() -> None:
+    """It refuses str subclasses that could lie about their content."""
+    class Lying(str):
+        pass
+
+    with pytest.raises(TypeError):
+        guarded_getattr((), Lying("__class__"))
+
+
+@given(st.text(min_size=1).map(lambda s: "_" + s))
+def test_every_underscore_name_is_refused(name: str) -> None:
+    """It refuses every _-prefixed name, whatever follows."""
+    with pytest.raises(AttributeError):
+        guarded_getattr(object(), name)
+
+
+@pytest.mark.parametrize("obj", [{}, [], set(), bytearray(), collections.deque(), collections.Counter()])
+def test_write_guard_passes_containers_through(obj: object) -> None:
+    """It returns program-created containers themselves."""
+    assert write_guard(obj) is obj
+
+
+def test_write_guard_passes_program_classes_and_instances(program_class: type) -> None:
+    """It lets a program write to its own classes and their instances."""
+    assert is_program_class(program_class)
+    instance = program_class()
+    assert write_guard(program_class) is program_class
+    assert write_guard(instance) is instance
+    guarded_setattr(instance, "y", 2)
+    guarded_delattr(instance, "y")
+
+
+@pytest.mark.parametrize("obj", [
+    FACADES["json"], collections.Counter, int, len, (lambda: 0), types, ValueError("x"), string.Template("x"),
+    enum.Enum,
+])
+def test_write_guard_refuses_everything_else(obj: object) -> None:
+    """It wraps modules, host classes, functions and host instances in a view that refuses writes."""
+    view = write_guard(obj)
+    assert view is not obj
+    for attempt in (lambda: setattr(view, "a", 1), lambda: delattr(view, "a"),
+                    lambda: view.__setitem__("a", 1), lambda: view.__delitem__("a"), lambda: view.a):
+        with pytest.raises(TypeError, match="only modify objects it created"):
+            attempt()
+
+
+def test_setattr_checks_the_name() -> None:
+    """It refuses private names in setattr even on writable objects."""
+    with pytest.raises(AttributeError):
+        guarded_setattr({}, "__class__", int)
+
+
+def test_type_gate() -> None:
+    """It answers one-argument type(), refuses three arguments, and hides the real type."""
+    assert SafeType(1) is int
+    assert SafeType(int) is SafeType
+    assert isinstance(int, SafeType)
+    assert not isinstance(1, SafeType)
+    assert issubclass(enum.EnumMeta, SafeType)
+    with pytest.raises(TypeError, match="exactly one argument"):
+        SafeType("X", (), {})
+    with pytest.raises(TypeError):
+        SafeType(SafeType)("X", (), {})
+
+
+def test_class_factory_picks_the_right_metaclass() -> None:
+    """It builds enums (and other metaclass-driven classes) like a class statement would."""
+    factory = ClassFactory()
+    namespace = factory.__prepare__("Color", (enum.Enum,))
+    namespace["RED"] = 1
+    color = factory("Color", (enum.Enum,), namespace)
+    assert color.RED.value == 1
+    assert is_program_class(color)
+
+
+def test_class_factory_refuses_type_subclasses() -> None:
+    """It refuses to derive program metaclasses from the type gate."""
+    with pytest.raises(TypeError):
+        ClassFactory()("Meta", (SafeType,), {})
+
+
+def test_builtins_hold_no_side_doors() -> None:
+    """It leaves out exec, eval, compile, open, input, breakpoint, help, globals, vars, locals, dir."""
+    table = build_safe_builtins(guarded_import)
+    forbidden = {"exec", "eval", "compile", "open", "input", "breakpoint", "help", "globals", "vars",
+                 "locals", "dir", "memoryview", "exit", "quit", "__loader__", "__spec__", "ExceptionGroup"}
+    assert not forbidden & set(table)
+    assert table["getattr"] is guarded_getattr
+    assert table["type"] is SafeType
+    assert table["__import__"] is guarded_import
+    for name in ("list", "dict", "set", "tuple", "sorted", "zip", "enumerate", "min", "max", "sum", "any",
+                 "all", "map", "filter", "reversed", "iter", "next", "isinstance", "super"):
+        assert name in table

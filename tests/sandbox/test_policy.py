@@ -1,0 +1,144 @@
+"""Tests for sandbox.policy: async admitted with name checks, default-deny kept, native fast paths."""
+
+from __future__ import annotations
+
+from types import CodeType
+
+import pytest
+
+from sandbox.compiler import ProgramPolicyError, ProgramSyntaxError, compile_program
+from sandbox.policy import RESERVED_GLOBALS, needs_guarded_getattr
+
+
+def _names(code: CodeType) -> set[str]:
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            found |= _names(const)
+    return found
+
+
+def _policy_errors(source: str) -> tuple[str, ...]:
+    with pytest.raises(ProgramPolicyError) as caught:
+        compile_program(source)
+    return caught.value.diagnostics.errors
+
+
+@pytest.mark.parametrize("source", [
+    "async def f(a, /, b, *c, d, **e):\n    return await g()\n",
+    "async def f():\n    return [await x for x in y]\n",
+    "await tools.search(q=1)\n",
+])
+def test_async_def_and_await_are_admitted(source: str) -> None:
+    """It compiles async functions and await with ordinary names."""
+    compile_program(source)
+
+
+@pytest.mark.parametrize("signature", ["_x, /", "_x", "*_x", "**_x", "*, _x", "_getattr_=1, /"])
+def test_async_def_parameters_get_the_same_name_checks(signature: str) -> None:
+    """It rejects _-prefixed parameters of every kind in async def, positional-only included."""
+    errors = _policy_errors(f"async def f({signature}):\n    pass\n")
+    assert any("_" in error and "invalid variable name" in error for error in errors)
+
+
+@pytest.mark.parametrize(("source", "needle"), [
+    ("async for x in y:\n    pass\n", "'async for' is not supported"),
+    ("async with y as x:\n    pass\n", "'async with' is not supported"),
+    ("async def f():\n    return [x async for x in y]\n", "async comprehensions"),
+    ("async def f():\n    yield 1\n", "async generators"),
+    ("yield 1\n", "top level"),
+])
+def test_half_working_async_forms_are_rejected_clearly(source: str, needle: str) -> None:
+    """It rejects async for/with, async comprehensions and async generators with a clear message."""
+    assert any(needle in error for error in _policy_errors(source))
+
+
+def test_plain_generators_stay_allowed() -> None:
+    """It keeps yield inside plain functions."""
+    compile_program("def g():\n    yield 1\n    yield from [2]\nreturn list(g())\n")
+
+
+@pytest.mark.parametrize("source", [
+    "match x:\n    case 1:\n        pass\n",
+    "def f():\n    x = 1\n    def g():\n        nonlocal x\n",
+    "try:\n    pass\nexcept* ValueError:\n    pass\n",
+    "exec('1')\n",
+    "eval('1')\n",
+    "from json import *\n",
+    "from . import x\n",
+    "class C(metaclass=M):\n    pass\n",
+])
+def test_default_deny_is_kept(source: str) -> None:
+    """It keeps RestrictedPython's rejections (and relative imports)."""
+    assert _policy_errors(source)
+
+
+@pytest.mark.parametrize("name", sorted(RESERVED_GLOBALS))
+@pytest.mark.parametrize("template", [
+    "{n} = 1\n", "def {n}():\n    pass\n", "class {n}:\n    pass\n", "import json as {n}\n",
+    "for {n} in []:\n    pass\n", "def f():\n    global {n}\n",
+    "try:\n    pass\nexcept E as {n}:\n    pass\n",
+])
+def test_sandbox_names_cannot_be_rebound(name: str, template: str) -> None:
+    """It refuses to rebind tools and ToolCallError at the top level."""
+    assert any(name in error for error in _policy_errors(template.format(n=name)))
+
+
+def test_sandbox_names_may_be_parameters() -> None:
+    """It lets helper functions take a parameter named tools (a local name)."""
+    compile_program("def f(tools):\n    return tools\nreturn f(tools)\n")
+
+
+@pytest.mark.parametrize(("source", "guarded"), [
+    ("x.append(1)", False),
+    ("x.items()", False),
+    ("s.format(1)", True),
+    ("s.format_map({})", True),
+    ("e.obj", True),
+    ("c.send(None)", True),
+    ("fut.get_loop()", True),
+    ("row.f_name", True),
+    ("row.first", False),
+])
+def test_only_guarded_attribute_loads_call_the_hook(source: str, guarded: bool) -> None:
+    """It leaves attribute loads native unless the name is in the guarded set."""
+    assert ("_getattr_" in _names(compile_program(source).code)) is guarded
+
+
+def test_item_loads_and_iteration_stay_native() -> None:
+    """It emits no item, iteration, unpacking, in-place or apply hooks."""
+    names = _names(compile_program(
+        "a, (b, c) = x[0], (1, 2)\nfor i, j in y:\n    n += i\nf(*a, **k)\nz = [q for q in w]\n").code)
+    assert not names & {"_getitem_", "_getiter_", "_iter_unpack_sequence_", "_unpack_sequence_",
+                        "_inplacevar_", "_apply_"}
+
+
+@pytest.mark.parametrize("source", ["x[1] = 2", "del x[1]", "x.a = 1", "del x.a", "x.a += 1", "x[0] -= 1"])
+def test_stores_go_through_write(source: str) -> None:
+    """It routes attribute and item stores, deletes and augmented stores through _write_."""
+    assert "_write_" in _names(compile_program(source).code)
+
+
+def test_augmented_store_of_a_guarded_attribute_is_rejected() -> None:
+    """It rejects a.format += ... (its load half would skip the guard)."""
+    assert _policy_errors("s.format += 1\n")
+
+
+def test_annotations_are_allowed_and_dropped_at_top_level() -> None:
+    """It admits annotated assignments (dataclasses need them), also for top-level globals."""
+    compile_program("x: int = 1\ny: int\nclass P:\n    a: int\n    b: str = 'x'\nreturn x\n")
+
+
+@pytest.mark.parametrize(("name", "guarded"), [
+    ("format", True), ("get_field", True), ("obj", True), ("tb_next", True), ("co_consts", True),
+    ("append", False), ("keys", False), ("formatted", False), ("objects", False),
+])
+def test_needs_guarded_getattr(name: str, guarded: bool) -> None:
+    """It classifies attribute names exactly by the guarded set and prefixes."""
+    assert needs_guarded_getattr(name) is guarded
+
+
+def test_await_in_a_plain_function_is_a_syntax_error() -> None:
+    """It lets CPython's compiler reject await outside async functions, with the program line."""
+    with pytest.raises(ProgramSyntaxError, match="line 3"):
+        compile_program("x = 1\ndef f():\n    await g()\n")
