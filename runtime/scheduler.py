@@ -362,9 +362,16 @@ class SubLane:
         self._lane.close(self.over_reason)
 
     async def _drive(self) -> None:
-        """Run the lane; whatever ends it, no program call is left waiting for an outcome."""
+        """Run the lane; whatever ends it, no program call is left waiting for an outcome.
+
+        The driver is shielded from the enclosing scope: the outer call's cancellation reaches a
+        ``run_code`` body as an anyio cancellation of the scope this lane lives in, and the lane must
+        still drain (bodies see the run signal instead, and every started call is committed and
+        logged). The drain ends because the run signal fires whenever the lane closes.
+        """
         try:
-            await self._lane.drive(until_idle=False)
+            with anyio.CancelScope(shield=True):
+                await self._lane.drive(until_idle=False)
         finally:
             reason = self.over_reason or RUN_SETTLED
             for job in list(self._waiting):

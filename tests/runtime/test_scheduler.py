@@ -892,3 +892,24 @@ async def test_sub_lane_internal_failure_leaves_no_caller_waiting(rt: ToolRuntim
                 group.start_soon(call)
     assert caught.group_contains(RuntimeError, match="finish invariant broke")
     assert set(seen) <= {"TOOL_FAILED", "ABORTED_BEFORE_DISPATCH"}
+
+
+@pytest.mark.anyio
+async def test_sub_lane_drains_when_its_enclosing_scope_is_cancelled(rt: ToolRuntime, probe: _Probe,
+                                                                     agent: Agent) -> None:
+    """It commits and logs started children although the outer call arrives as a scope cancellation."""
+    rt.register(_tool(probe, "sleep"))
+    source = CancelSource()
+    with anyio.fail_after(5):
+        with anyio.CancelScope() as scope:  # what the pipeline wraps around a run_code body
+            source.signal.attach_scope(scope)
+            async with open_sub_lane(rt, outer_call=_outer(rt, agent), cancel=source.signal) as lane, \
+                    anyio.create_task_group() as group:
+                group.start_soon(lane.submit, "sleep", {"ms": 5000})
+                await _wait_for(lambda: probe.running == 1)
+                source.cancel("user stop")
+                await anyio.sleep(5)  # cancelled right away by the scope
+        assert scope.cancelled_caught
+    assert [e.type for e in agent.events] == ["tool/code-dispatch-start", "tool/code-dispatch"]
+    assert agent.events[1].data["is_error"] is True
+    assert agent.events[1].data["content"] == [{"type": "text", "text": "Error: tool call aborted"}]
