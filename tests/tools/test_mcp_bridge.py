@@ -19,9 +19,7 @@ from tools._mcp_names import assign_tool_names, server_slug, unique_server_names
 from tools.mcp_bridge import McpBridge, UpstreamServer, parse_upstream
 from tools.run_code import PythonCodeRuntime
 
-REPO = Path(__file__).resolve().parents[2]
-FS_SERVER = REPO / ".mcp-servers" / "node_modules" / ".bin" / "mcp-server-filesystem"
-INSTALL = "npm install --prefix .mcp-servers @modelcontextprotocol/server-filesystem@2026.8.31"
+from .fixtures import filesystem_server
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +29,7 @@ def anyio_backend() -> str:
 
 def fs_server(root: Path, name: str | None = None) -> UpstreamServer:
     """The reference filesystem MCP server, installed by .ci/run; a missing install fails loudly."""
-    assert FS_SERVER.exists(), f"the filesystem MCP server is not installed; run: {INSTALL}"
-    return UpstreamServer(command=str(FS_SERVER), args=(str(root),), name=name)
+    return UpstreamServer(command=str(filesystem_server()), args=(str(root),), name=name)
 
 
 @pytest.fixture(scope="module")

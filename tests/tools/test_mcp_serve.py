@@ -25,13 +25,12 @@ from tools.mcp_bridge import add_serve_arguments, build_server, run_serve
 from tools.run_code import PythonCodeRuntime
 from tools.workspace import workspace_tools
 
+from .fixtures import filesystem_server
 from .fixtures.mcp_toolset import toolset
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRY = REPO / "tests" / "tools" / "fixtures" / "serve_entry.py"
-FS_SERVER = REPO / ".mcp-servers" / "node_modules" / ".bin" / "mcp-server-filesystem"
 TOOLSET = "tests.tools.fixtures.mcp_toolset:toolset"
-INSTALL = "npm install --prefix .mcp-servers @modelcontextprotocol/server-filesystem@2026.8.31"
 
 
 @pytest.fixture
@@ -204,11 +203,11 @@ async def spawned(workspace: Path, *args: str) -> AsyncIterator[ClientSession]:
 async def test_serve_over_stdio_proxies_the_filesystem_server(workspace: Path) -> None:
     """It serves native tools and two upstreams' (colliding, hence prefixed) tools over stdio; calls reach
     the upstream and come back mapped."""
-    assert FS_SERVER.exists(), f"the filesystem MCP server is not installed; run: {INSTALL}"
-    upstream = f"fs={FS_SERVER} {workspace}"
+    fs_server = filesystem_server()
+    upstream = f"fs={fs_server} {workspace}"
     with anyio.fail_after(60):
         async with spawned(workspace, "--mode", "both", "--toolset", TOOLSET, "--upstream", upstream,
-                           "--upstream", f"files={FS_SERVER} {workspace}",
+                           "--upstream", f"files={fs_server} {workspace}",
                            "--events", "events.jsonl") as session:
             names = {tool.name for tool in (await session.list_tools()).tools}
             native = await session.call_tool("list_files", {})
