@@ -55,8 +55,8 @@ class _Tools:
         return self[name]
 
     def __getitem__(self, name: str) -> Any:
-        async def call(args: Any = None, **kwargs: Any) -> Any:
-            return await self._call(name, kwargs if args is None else args)
+        async def call(args: Any = _NO_VALUE, **kwargs: Any) -> Any:
+            return await self._call(name, kwargs if args is _NO_VALUE else args)
 
         return call
 

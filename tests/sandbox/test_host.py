@@ -10,6 +10,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sandbox import (
     RunResult,
@@ -129,6 +131,39 @@ async def test_a_lossy_tool_result_is_refused(sandbox: Sandbox) -> None:
         result = await run(sandbox, program, call_tool=lossy)
     assert result.value == ["the tool's result is not lossless JSON: result.s: set is not a JSON value",
                             "INVALID_TOOL_OUTPUT"]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that also compares types (True is not 1, 1 is not 1.0)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+_finite = st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: f != 0.0 or str(f) == "0.0")
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**200), max_value=2**200) | _finite | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=_values)
+async def test_lossless_values_round_trip_exactly_through_a_worker(sandbox: Sandbox, value: Any) -> None:
+    """It carries a value program -> host (args) -> program (reply) -> host (result) unchanged."""
+    received: list[JsonValue] = []
+
+    async def mirror(name: str, args: JsonValue) -> JsonValue:
+        received.append(args)
+        return args
+
+    with anyio.fail_after(20):
+        result = await run(sandbox, f"return await tools.echo({value!r})", call_tool=mirror)
+    assert result.ok, result.error
+    assert _same(received[0], value) and _same(result.value, value)
 
 
 async def test_concurrent_runs_each_get_their_own_worker(sandbox: Sandbox) -> None:
