@@ -913,3 +913,26 @@ async def test_sub_lane_drains_when_its_enclosing_scope_is_cancelled(rt: ToolRun
     assert [e.type for e in agent.events] == ["tool/code-dispatch-start", "tool/code-dispatch"]
     assert agent.events[1].data["is_error"] is True
     assert agent.events[1].data["content"] == [{"type": "text", "text": "Error: tool call aborted"}]
+
+
+@pytest.mark.anyio
+async def test_turn_a_slow_post_execute_delays_later_starts(probe: _Probe) -> None:
+    """It finishes a call's commit (post-execute included) before starting the next call in a serial pool."""
+    async with ToolRuntime(max_parallel_tool_calls=1) as runtime:
+        runtime.register(_tool(probe, "sleep"))
+
+        async def pre(call: Any, call_next: Callable[[], Awaitable[Any]]) -> Any:
+            probe.log.append(f"pre:{call.call_id}")
+            return await call_next()
+
+        async def slow_post(call: Any, result: Any, call_next: Callable[[], Awaitable[Any]]) -> Any:
+            await anyio.sleep(0.02)
+            probe.log.append(f"post-end:{call.call_id}")
+            return await call_next()
+
+        runtime.on_pre_execute(pre)
+        runtime.on_post_execute(slow_post)
+        with anyio.fail_after(5):
+            await execute_tool_calls(runtime, _calls(*[("sleep", {})] * 3))
+    assert [e for e in probe.log if e.startswith(("pre", "post-end"))] == [
+        "pre:c0", "post-end:c0", "pre:c1", "post-end:c1", "pre:c2", "post-end:c2"]
