@@ -57,7 +57,7 @@ _MIB = 1024 * 1024
 _SYMLINK_HOPS = 40
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn"})
 _DRIVE = re.compile(r"[A-Za-z]:([/\\]|$)")  # "C:/x", "C:\\x", "C:" are absolute elsewhere; refuse them
-_TEMP = re.compile(r"\..+\.[0-9]+\.[0-9a-f]{8}\.tmp")  # an in-flight write_text replacement
+_TEMP = re.compile(r"\.codemode-[0-9a-f]{16}\.tmp")  # an in-flight write_text replacement
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
@@ -397,23 +397,28 @@ class Workspace:
         with self._walk(parts, shown=shown, create_dirs=True) as walk:
             if walk.name is None:
                 raise _failed(f"{shown!r} is a directory, not a file")
+            mode = 0o644
             with contextlib.suppress(FileNotFoundError):
                 info = os.stat(walk.name, dir_fd=walk.dir_fd, follow_symlinks=False)
                 if stat.S_ISDIR(info.st_mode):
                     raise _failed(f"{shown!r} is a directory, not a file")
                 if not stat.S_ISREG(info.st_mode):
                     raise _failed(f"{shown!r} is not a regular file; refusing to replace it")
-            self._replace(walk.dir_fd, walk.name, data)
+                mode = stat.S_IMODE(info.st_mode)
+            self._replace(walk.dir_fd, walk.name, data, mode)
         return shown, len(data)
 
     @staticmethod
-    def _replace(dir_fd: int, name: str, data: bytes) -> None:
-        temp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    def _replace(dir_fd: int, name: str, data: bytes, mode: int) -> None:
+        """Write ``data`` to a fresh temporary sibling (fixed-length name, so long names still fit) with
+        the replaced file's permission bits, then rename it over ``name``."""
+        temp = f".codemode-{os.urandom(8).hex()}.tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(temp, flags, 0o644, dir_fd=dir_fd)
+        fd = os.open(temp, flags, 0o600, dir_fd=dir_fd)
         try:
             with os.fdopen(fd, "wb", closefd=True) as handle:
                 handle.write(data)
+                os.fchmod(handle.fileno(), mode)
             os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -477,7 +482,10 @@ class Workspace:
         shown = _display(parts)
         with self._walk(parts, shown=shown) as walk:
             if walk.name is not None:
-                info = os.stat(walk.name, dir_fd=walk.dir_fd, follow_symlinks=False)
+                try:
+                    info = os.stat(walk.name, dir_fd=walk.dir_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    raise _failed(f"{shown!r} does not exist; list_files shows what does") from None
                 if stat.S_ISREG(info.st_mode):
                     visit(walk.relative(walk.name), walk.dir_fd, walk.name)
                     return

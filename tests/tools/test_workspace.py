@@ -568,7 +568,7 @@ def test_colon_names_that_are_not_drives_stay_allowed(ws: Workspace, tree: tuple
 
 def test_in_flight_temporary_files_are_not_listed(ws: Workspace, tree: tuple[Path, Path]) -> None:
     """It hides the temporary sibling of a write that is still in flight."""
-    (tree[0] / "docs" / ".notes.md.123.0a1b2c3d.tmp").write_text("partial")
+    (tree[0] / "docs" / ".codemode-0123456789abcdef.tmp").write_text("partial")
     assert ws.list_files("docs")[0] == ["docs/notes.md"]
 
 
@@ -583,3 +583,21 @@ def test_grep_budget_is_validated(seconds: object) -> None:
     """It rejects a non-positive or non-finite grep budget."""
     with pytest.raises(UsageError, match="max_grep_seconds must be a positive finite number"):
         WorkspaceLimits(max_grep_seconds=seconds)  # type: ignore[arg-type]
+
+
+def test_write_keeps_the_permission_bits_and_long_names_work(ws: Workspace, tree: tuple[Path, Path]) -> None:
+    """It keeps an existing file's mode across the atomic replacement and handles 255-byte names."""
+    script = tree[0] / "run.sh"
+    script.write_text("echo old\n")
+    script.chmod(0o750)
+    ws.write_text("run.sh", "echo new\n")
+    assert script.stat().st_mode & 0o777 == 0o750
+    long_name = "n" * 255
+    assert ws.write_text(long_name, "x") == (long_name, 1)
+
+
+@pytest.mark.parametrize("call", ["list", "grep"])
+def test_missing_directories_are_clear_failures(ws: Workspace, call: str) -> None:
+    """It names a missing directory given to list_files or grep."""
+    with pytest.raises(ToolExecutionError, match="'nope' does not exist"):
+        ws.list_files("nope") if call == "list" else ws.grep("x", "nope")
