@@ -79,6 +79,9 @@ from .results import ToolResult as ToolResult
 from .results import error_content as error_content
 from .results import text_block as text_block
 from .results import text_of as text_of
+from .scheduler import SubLane as SubLane
+from .scheduler import ToolCallRequest as ToolCallRequest
+from .scheduler import open_sub_lane as open_sub_lane
 from .schema import check_schema as check_schema
 from .schema import validate_value as validate_value
 from .scope import Agent as Agent
@@ -135,8 +138,10 @@ __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_ap
     "Scope",
     "Section",
     "Stages",
+    "SubLane",
     "ToolArgsError",
     "ToolCall",
+    "ToolCallRequest",
     "ToolContext",
     "ToolDefinition",
     "ToolDeniedError",
@@ -160,6 +165,7 @@ __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_ap
     "compile_parameters",
     "define_tool",
     "error_content",
+    "open_sub_lane",
     "project_tool_history",
     "raw_tool",
     "signpost_message",

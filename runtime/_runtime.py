@@ -74,23 +74,24 @@ class ToolRuntime:
     async def __aenter__(self) -> Self:
         if self.closed or self._stack is not None:
             raise RuntimeError("a ToolRuntime can be entered once")
-        stack = contextlib.AsyncExitStack()
-        await stack.__aenter__()
-        try:
-            self._task_group = await stack.enter_async_context(anyio.create_task_group())
-        except BaseException:
-            await stack.aclose()
-            raise
-        self._stack = stack
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._stack = contextlib.AsyncExitStack()
+        self._task_group = group
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
-        stack, self._stack = self._stack, None
+        """Await background tasks first (they may still use resources), then close the resources."""
+        stack, group = self._stack, self._task_group
+        self._stack, self._task_group = None, None
         self.closed = True
-        self._task_group = None
-        if stack is not None:
-            return await stack.__aexit__(exc_type, exc, tb)
+        try:
+            if group is not None:
+                await group.__aexit__(exc_type, exc, tb)
+        finally:
+            if stack is not None:
+                await stack.aclose()
         return None
 
     async def enter_async_context(self, manager: contextlib.AbstractAsyncContextManager[_T]) -> _T:
