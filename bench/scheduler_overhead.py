@@ -6,7 +6,9 @@ process and the same run: CPU time, best of ``--repeat`` interleaved rounds:
 * ``body``: awaiting the tool body directly, once per call (the floor: no pipeline, no scheduling);
 * ``pipeline``: ``rt.execute`` once per call, sequentially (the five stages, no scheduler);
 * ``turn``: one ``execute_tool_calls`` batch of all calls (the lane: classification, ordered starts and
-  commits, the rolling pool of ``max_parallel_tool_calls`` tasks, ``tool/call``/``tool/result`` events);
+  commits, the rolling pool of ``max_parallel_tool_calls`` workers) for an agent, so including the
+  ``tool/call``/``tool/result`` events appended to its log;
+* ``turn_no_log``: the same batch without an agent (scheduling only, no event log);
 * ``sub-lane``: the same calls submitted concurrently through one ``open_sub_lane``.
 
 Reported ratios: ``turn / pipeline`` is the scheduler's own overhead on top of the pipeline it drives
@@ -81,6 +83,10 @@ async def measure(calls: int, repeat: int) -> dict[str, float]:
             results = await execute_tool_calls(rt, requests, agent=Agent("bench"))
             assert not any(r.is_error for r in results)
 
+        async def turn_no_log() -> None:
+            results = await execute_tool_calls(rt, requests)
+            assert not any(r.is_error for r in results)
+
         async def sub_lane() -> None:
             outer = rt.stages.create("run_code", {}, call_id="run")
             async with open_sub_lane(rt, outer_call=_Outer("run", "run", None, outer.token)) as lane, \
@@ -89,9 +95,11 @@ async def measure(calls: int, repeat: int) -> dict[str, float]:
                     group.start_soon(lane.submit, "noop", {})
 
         await turn()  # warm up
-        best = await _best(repeat, {"body": body, "pipeline": pipeline, "turn": turn, "sub_lane": sub_lane})
+        best = await _best(repeat, {"body": body, "pipeline": pipeline, "turn": turn,
+                                    "turn_no_log": turn_no_log, "sub_lane": sub_lane})
         seconds = {name: value / calls for name, value in best.items()}
     seconds["turn_over_pipeline"] = seconds["turn"] / seconds["pipeline"]
+    seconds["turn_no_log_over_pipeline"] = seconds["turn_no_log"] / seconds["pipeline"]
     seconds["sub_lane_over_pipeline"] = seconds["sub_lane"] / seconds["pipeline"]
     seconds["turn_over_body"] = seconds["turn"] / seconds["body"]
     return seconds
@@ -107,9 +115,10 @@ def main() -> None:
     if options.json:
         print(json.dumps(found))
         return
-    for name in ("body", "pipeline", "turn", "sub_lane"):
-        print(f"{name:>10}: {found[name] * 1e6:9.2f} us/call")
+    for name in ("body", "pipeline", "turn", "turn_no_log", "sub_lane"):
+        print(f"{name:>12}: {found[name] * 1e6:9.2f} us/call")
     print(f"turn / pipeline     = {found['turn_over_pipeline']:.2f}x (target <= 5x)")
+    print(f"turn (no log) / pipeline = {found['turn_no_log_over_pipeline']:.2f}x")
     print(f"sub-lane / pipeline = {found['sub_lane_over_pipeline']:.2f}x")
     print(f"turn / body         = {found['turn_over_body']:.1f}x")
 

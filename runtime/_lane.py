@@ -155,6 +155,7 @@ class OrderedLane:
         self._idle: list[anyio.Event] = []  # one event per idle worker
         self._workers = 0
         self._draining = False
+        self._writers = 0  # started, uncommitted jobs whose footprint writes something
 
     @property
     def peak_running(self) -> int:
@@ -229,12 +230,15 @@ class OrderedLane:
         if footprint.exclusive:
             if self._started:
                 return False
-        elif any(footprint.conflicts_with(slot.footprint) for slot in self._started):
-            return False
+        elif (footprint.writes or self._writers) and any(
+                footprint.conflicts_with(slot.footprint) for slot in self._started):
+            return False  # (with no writer on either side nothing can conflict: the common fast path)
         self._pending.popleft()
         slot = _Slot(job, footprint, running=False)
         self._started.append(slot)
         self._exclusive_active = footprint.exclusive
+        if footprint.writes:
+            self._writers += 1
         try:
             needs_run = await job.start()
         except Exception as exc:  # an internal failure of an ordered stage
@@ -292,6 +296,8 @@ class OrderedLane:
         self._started.popleft()
         if slot.footprint.exclusive:
             self._exclusive_active = False
+        if slot.footprint.writes:
+            self._writers -= 1
 
     def _fail(self, exc: Exception) -> None:
         if self._failure is None:
