@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from .pipeline import Execution, ExecutionToken
 
 __all__ = (
+    "RUN_SETTLED",
+    "OuterCall",
     "SubLane",
     "ToolCallRequest",
     "execute_tool_calls",
@@ -281,14 +283,14 @@ class _ChildJob:
             self.done.set()
             raise
         self.result = result
-        self.done.set()
+        if self._lane.over_reason is not None:
+            self.failure = AbortedError(
+                f"run_code run is over ({self._lane.over_reason}); {self._name} result discarded")
         agent = self._lane.agent
         if agent is not None and self._started is not None:
             agent.events.append(TOOL_CODE_DISPATCH, {
                 **self._started, "is_error": result.is_error, "content": result.content})
-        if self._lane.over_reason is not None:
-            self.failure = AbortedError(
-                f"run_code run is over ({self._lane.over_reason}); {self._name} result discarded")
+        self.done.set()
 
     async def abandon(self, reason: str) -> None:
         self.failure = AbortedBeforeDispatchError(
