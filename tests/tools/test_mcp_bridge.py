@@ -11,6 +11,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runtime import ToolRuntime
 from runtime.errors import ToolArgsError, ToolError, UsageError
@@ -335,3 +337,32 @@ return notes["structured"]["content"]
     assert result.error is None
     assert result.value == {"logs": ["[FILE] a.txt\n[DIR] docs"],
                             "result": "# Notes\nhello from the upstream\n"}
+
+
+_NAMES = st.sampled_from(["x", "y", "a_x", "b_x", "run_code", "echo", "a", "b"])
+
+
+_SERVERS = st.lists(st.tuples(st.sampled_from(["a", "b", "a_2"]), st.lists(_NAMES, max_size=4, unique=True)),
+                    max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(servers=_SERVERS, taken=st.lists(_NAMES, max_size=3), always=st.booleans())
+def test_assigned_names_property(servers: list[tuple[str, list[str]]], taken: list[str],
+                                 always: bool) -> None:
+    """It always yields unique names that avoid taken and reserved ones, and keeps a tool's own name
+    exactly when nothing forces a prefix."""
+    assigned = assign_tool_names(servers, always_prefix=always, taken=taken)
+    flat = [name for names in assigned for name in names]
+    assert len(flat) == len(set(flat))
+    assert "run_code" not in flat
+    assert not set(flat) & set(taken)
+    offered = [tool for _, tools in servers for tool in tools]
+    position = 0
+    for (server, tools), names in zip(servers, assigned, strict=True):
+        for tool, name in zip(tools, names, strict=True):
+            free = (not always and tool != "run_code" and tool not in taken and offered.count(tool) == 1
+                    and tool not in flat[:position])
+            assert (name == tool) == free
+            assert free or name.startswith(f"{server}_{tool}")
+            position += 1
