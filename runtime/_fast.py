@@ -46,10 +46,12 @@ def _freeze(value: Any, depth: int) -> Any:
         for key, item in dict.items(value):
             if type(key) is not str:
                 raise _Fallback
-            out[key] = _freeze(item, depth + 1)
+            # Strings dominate tool values: skip the call for them.
+            out[key] = item if type(item) is str else _freeze(item, depth + 1)
         return FrozenDict(out)
     if kind is list or kind is FrozenList:
-        return FrozenList([_freeze(item, depth + 1) for item in list.__iter__(value)])
+        return FrozenList([item if type(item) is str else _freeze(item, depth + 1)
+                           for item in list.__iter__(value)])
     raise _Fallback
 
 

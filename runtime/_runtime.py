@@ -126,6 +126,23 @@ class ToolRuntime:
         """Override the presentation mode for ``scope`` and its descendants (one per scope)."""
         return self._registry.present_as(scope, mode)
 
+    def on_change(self, fn: Callable[[], None]) -> Disposer:
+        """Call ``fn()`` after every change of tools, restrictions or presentation (e.g. to rebuild a
+        cached prompt). If ``fn`` raises while something is being added, the addition is rolled back
+        and the error propagates to the caller of ``register``/``restrict``/``present_as``."""
+        if not callable(fn):
+            raise TypeError("on_change() needs a callable fn()")
+        listeners = self._registry.change_listeners
+        listeners.append(fn)
+
+        def dispose() -> None:
+            for index, item in enumerate(listeners):
+                if item is fn:
+                    del listeners[index]
+                    return
+
+        return _Once(dispose)
+
     def mode_for(self, scope: Scope | None = None) -> Mode:
         """The effective mode of ``scope``: the nearest ``present_as`` on its chain, else ``mode``."""
         return self._registry.mode_for(scope)

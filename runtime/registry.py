@@ -12,6 +12,7 @@ path (``get`` during ``execute``) is a dictionary lookup.
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from .modes import RUN_CODE, Mode, parse_mode
 from .scope import Scope
 
 __all__ = ("Layer", "Registry", "Restriction", "SectionSpec", "View")
+
+logger = logging.getLogger("runtime")
 
 _RESERVED_REGISTER = (f'tool name "{RUN_CODE}" is reserved for the Code Mode transport and cannot be '
                       "registered or shadowed")
@@ -105,6 +108,8 @@ class Registry:
         self._global_view: tuple[int, View] | None = None
         #: Guards registered anywhere (lets the hot path skip guard evaluation entirely when zero).
         self.guard_count = 0
+        #: ``fn()`` called after every change of tools, restrictions or presentation (prompt caches).
+        self.change_listeners: list[Callable[[], None]] = []
 
     # ---------------------------------------------------------------------------------- layers
 
@@ -123,7 +128,24 @@ class Registry:
                 del self._layers[scope]
 
     def _changed(self) -> None:
+        """Invalidate cached views and notify change listeners (a disposal never fails on them)."""
         self._generation += 1
+        for listener in list(self.change_listeners):
+            try:
+                listener()
+            except Exception:
+                logger.exception("tools change listener failed")
+
+    def _committed(self, rollback: Callable[[], None]) -> None:
+        """Notify listeners of an addition; if one raises, undo the addition and re-raise (spec 1.2.6)."""
+        self._generation += 1
+        try:
+            for listener in list(self.change_listeners):
+                listener()
+        except BaseException:
+            rollback()
+            self._generation += 1
+            raise
 
     def chain_layers(self, scope: Scope | None) -> list[tuple[Scope, Layer]]:
         """Existing layers on the chain of ``scope``, farthest ancestor first, the scope itself last."""
@@ -152,7 +174,12 @@ class Registry:
                      "globally (for a per-agent variant, register it with scope=<the agent>)")
             raise DuplicateToolError(f'tool "{name}" is already registered {where}')
         layer.tools[name] = definition
-        self._changed()
+
+        def rollback() -> None:
+            del layer.tools[name]
+            self._reclaim(scope)
+
+        self._committed(rollback)
 
         def dispose() -> None:
             if layer.tools.get(name) is definition:
@@ -191,7 +218,12 @@ class Registry:
         layer = self._layer(scope)
         assert layer is not None
         layer.restrictions.append(restriction)
-        self._changed()
+
+        def rollback() -> None:
+            layer.restrictions.remove(restriction)
+            self._reclaim(scope)
+
+        self._committed(rollback)
 
         def dispose() -> None:
             for index, item in enumerate(layer.restrictions):
@@ -248,7 +280,12 @@ class Registry:
                 f'present_as("{parsed}") conflicts with "{layer.mode}" already declared for this scope; '
                 "one scope selects one presentation")
         layer.mode = parsed
-        self._changed()
+
+        def rollback() -> None:
+            layer.mode = None
+            self._reclaim(scope)
+
+        self._committed(rollback)
 
         def dispose() -> None:
             if layer.mode is parsed:

@@ -247,3 +247,29 @@ def test_schemas_follow_the_view_and_are_detached() -> None:
     assert [s["name"] for s in schemas] == ["g", "own"]
     schemas[0]["name"] = "mutated"
     assert rt.schemas(agent)[0]["name"] == "g"
+
+
+def test_change_listeners_see_changes_and_can_veto_additions() -> None:
+    """It notifies listeners of every change; a raising listener rolls the addition back."""
+    rt = ToolRuntime()
+    agent = Agent("a")
+    seen: list[int] = []
+    dispose_listener = rt.on_change(lambda: seen.append(1))
+    dispose = rt.register(echo_tool())
+    rt.restrict(agent, deny=["echo"])
+    dispose()
+    assert len(seen) == 3
+
+    def veto() -> None:
+        raise RuntimeError("listener broke")
+
+    rt.on_change(veto)
+    with pytest.raises(RuntimeError, match="listener broke"):
+        rt.register(echo_tool("vetoed"))
+    assert rt.get("vetoed") is None
+    dispose_listener()
+    with pytest.raises(RuntimeError):
+        rt.present_as(agent, "code")
+    assert rt.mode_for(agent) == "native"  # the declaration was rolled back
+    with pytest.raises(RuntimeError):
+        rt.register(echo_tool("vetoed"))
