@@ -936,3 +936,49 @@ async def test_turn_a_slow_post_execute_delays_later_starts(probe: _Probe) -> No
             await execute_tool_calls(runtime, _calls(*[("sleep", {})] * 3))
     assert [e for e in probe.log if e.startswith(("pre", "post-end"))] == [
         "pre:c0", "post-end:c0", "pre:c1", "post-end:c1", "pre:c2", "post-end:c2"]
+
+
+@settings(max_examples=15, deadline=None)
+@given(plan=st.lists(st.tuples(st.sampled_from(["sleep", "write", "bad"]), st.integers(0, 3)),
+                     min_size=1, max_size=8),
+       cap=st.integers(min_value=1, max_value=4))
+def test_turn_invariants_hold_for_any_batch(plan: list[tuple[str, int]], cap: int) -> None:
+    """It keeps model order, pairs every call with one result, respects the cap and the barriers."""
+
+    async def scenario() -> None:
+        probe = _Probe()
+        agent = Agent("prop")
+        exclusive_overlaps: list[str] = []
+
+        async def exclusive(args: Any, ctx: Any) -> dict[str, Any]:
+            if probe.running:
+                exclusive_overlaps.append(ctx.call_id)
+            probe.running += 1
+            await anyio.sleep(args.get("ms", 0) / 1000)
+            if probe.running != 1:  # something started while the barrier ran
+                exclusive_overlaps.append(ctx.call_id)
+            probe.running -= 1
+            return {"tag": args.get("tag", "")}
+
+        async with ToolRuntime(max_parallel_tool_calls=cap) as runtime:
+            runtime.register(_tool(probe, "sleep"))
+            runtime.register(define_tool(name="write", description="exclusive", parameters={
+                "ms": {"type": "integer"}, "tag": {"type": "string"}},
+                output=ToolOutput(schema={"type": "object"}, render=_render), execute=exclusive))
+            calls = [ToolCallRequest(f"c{i}", "sleep" if name == "bad" else name,
+                                     "{oops" if name == "bad" else json.dumps({"ms": ms, "tag": f"c{i}"}))
+                     for i, (name, ms) in enumerate(plan)]
+            with anyio.fail_after(5):
+                results = await execute_tool_calls(runtime, calls, agent=agent)
+        for (name, _), result, call in zip(plan, results, calls, strict=True):
+            if name == "bad":
+                assert result.code == "INVALID_ARGS"
+            else:
+                assert result.value == {"tag": call.call_id}
+        assert probe.peak <= cap
+        assert exclusive_overlaps == []
+        history = project_tool_history(agent.events)
+        assert [h.call_id for h in history] == [c.call_id for c in calls]
+        assert all(h.settled for h in history)
+
+    anyio.run(scenario)
