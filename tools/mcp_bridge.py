@@ -23,6 +23,11 @@ Naming (predictable, in upstream order then listing order):
   an earlier upstream tool) or is the reserved ``run_code``; then it becomes ``<server>_<tool>`` (for
   every upstream offering it), and a name still in use gets ``_2``, ``_3``...
 
+Snapshot and environment: each upstream's tool list is read once, when the bridge connects (later
+``tools/list_changed`` notifications are not followed). Upstream processes get the ``mcp`` SDK's default
+environment (``HOME``, ``PATH``, ``USER``, ... - not this process's whole environment, so secrets in it
+are not handed on) plus any ``env`` given in the :class:`UpstreamServer`.
+
 Lifetime: the sessions (and the child processes) live exactly as long as the ``async with`` block; each
 session runs its reader tasks in its own task group inside the block, so nothing outlives it. Enter it
 inside ``async with ToolRuntime(...)`` so the runtime outlives no session it calls.
