@@ -70,6 +70,7 @@ _KEYWORDS = (
     "default",
     "prefixItems",
     "title",
+    "$defs",
 )
 _TYPE_NAMES = ("object", "array", "string", "number", "integer", "boolean", "null", "tuple")
 _NAME_TEXT = st.text(st.characters(exclude_categories=()), max_size=12)
@@ -83,6 +84,7 @@ def _schema_values(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         | st.lists(children, max_size=3)
         | st.dictionaries(_NAME_TEXT | st.sampled_from(["a", "b", "class", "__x"]), children, max_size=3)
         | st.lists(_NAME_TEXT, max_size=3)
+        | st.sampled_from(["#", "#/properties/a", "#/items", "#/$defs/a", "#/oneOf/0"])
         | children
     )
 

@@ -357,7 +357,7 @@ def test_two_thousand_tools_render_quickly() -> None:
 # -- properties ----------------------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(TOOL_SETS, st.randoms(use_true_random=False))
 def test_property_deterministic_and_parses(raw: list[tuple[str, str, Any, Any]], rng: random.Random) -> None:
     """It renders byte-identical, parseable, UTF-8-encodable text for any tools in any order."""
@@ -370,7 +370,7 @@ def test_property_deterministic_and_parses(raw: list[tuple[str, str, Any, Any]],
     ast.parse(fenced(section))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(TOOL_SETS)
 def test_property_every_tool_is_declared_once_in_the_right_form(raw: list[tuple[str, str, Any, Any]]) -> None:
     """It declares each method-eligible name as an async def and every other name as a subscript comment."""

@@ -91,7 +91,7 @@ def test_stub_passes_mypy_strict(tmp_path: Path, mypy_cache: Path) -> None:
     assert (status, stdout, stderr) == (0, "Success: no issues found in 1 source file\n", "")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(TOOL_SETS)
 def test_property_stub_always_parses(raw: list[tuple[str, str, Any, Any]]) -> None:
     """It renders a parseable, UTF-8-encodable stub for any tool set."""
