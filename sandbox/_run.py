@@ -105,20 +105,22 @@ class _RunState:
 
     # --- logs --------------------------------------------------------------------------------
     async def add_log(self, frame: LogFrame) -> None:
+        """Keep one entry if it fits the ledger (UTF-8 size + 1 per entry, as in the worker)."""
         if self.log_truncated:
             return
         if frame.truncated:
             await self._truncate()
             return
         text = frame.text
-        size = len(text.encode("utf-8", "surrogatepass"))
-        if size > self.log_left:
-            kept = text.encode("utf-8", "surrogatepass")[:self.log_left].decode("utf-8", "ignore")
+        cost = len(text.encode("utf-8", "surrogatepass")) + 1
+        if cost > self.log_left:
+            budget = max(self.log_left - 1, 0)
+            kept = text.encode("utf-8", "surrogatepass")[:budget].decode("utf-8", "ignore")
             if kept:
                 await self._keep(kept)
             await self._truncate()
             return
-        self.log_left -= size
+        self.log_left -= cost
         await self._keep(text)
 
     async def _truncate(self) -> None:
@@ -291,6 +293,8 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
         if not keep_worker:
             with anyio.CancelScope(shield=True):
                 await worker.kill_and_reap()
+        if not (persist and state.received_done):
+            worker.close_channel()  # nobody reads this worker's channel again
     return _result(state, worker, started, session_restarted)
 
 

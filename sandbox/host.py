@@ -89,9 +89,15 @@ class WorkerHandle:
         return not self.killed and not self.exited.is_set()
 
     def _set_exited(self, status: int, cpu: float) -> None:
+        # The channel stays open: a run may still have to read the frames the worker sent before it
+        # exited. Whoever owns the worker closes it (close_channel).
         self.status = status
         self.cpu_seconds = cpu
         self.exited.set()
+
+    def close_channel(self) -> None:
+        """Close the host end of the protocol channel (idempotent)."""
+        self.template._open_channels.discard(self)
         with contextlib.suppress(OSError):
             self.channel.close()
 
@@ -134,8 +140,7 @@ class WorkerHandle:
         await self.kill()
         with anyio.move_on_after(grace):
             await self.exited.wait()
-        with contextlib.suppress(OSError):
-            self.channel.close()
+        self.close_channel()
 
 
 class TemplateProcess:
@@ -147,6 +152,7 @@ class TemplateProcess:
         self.control: socket.socket | None = None
         self.pid: int | None = None
         self._workers: dict[int, WorkerHandle] = {}
+        self._open_channels: set[WorkerHandle] = set()
         self._spawns: dict[int, tuple[anyio.Event, list[Any]]] = {}
         self._next_spawn = 0
         self._send_lock = anyio.Lock()
@@ -282,6 +288,7 @@ class TemplateProcess:
         host_end.setblocking(False)
         handle = WorkerHandle(self, box[0]["pid"], host_end)
         self._workers[handle.pid] = handle
+        self._open_channels.add(handle)
         try:
             await handle.wait_ready()
         except BaseException:
@@ -306,9 +313,8 @@ class TemplateProcess:
                 self.control.shutdown(socket.SHUT_RDWR)
             self.control.close()
         self._closed = True
-        for handle in self._workers.values():
-            with contextlib.suppress(OSError):
-                handle.channel.close()
+        for handle in list(self._open_channels):
+            handle.close_channel()
         process = self.process
         if process is None:
             return

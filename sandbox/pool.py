@@ -180,6 +180,7 @@ class Sandbox:
             worker = self._ready.pop(0)
             if worker.alive:
                 return worker
+            worker.close_channel()  # died while warm
         return await self._template.spawn(self._layers)
 
     # --- runs ------------------------------------------------------------------------------

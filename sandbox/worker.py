@@ -15,6 +15,8 @@ sent, and a failure to send or allocate ends the process with a status the host 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import os
 import resource
 import select
@@ -98,30 +100,37 @@ class _Channel:
 
 
 class _LogLedger:
-    """Streams log text to the host up to the log budget, then sends one truncation marker."""
+    """Streams log text to the host up to the log budget, then sends one truncation marker.
+
+    An entry costs its UTF-8 size plus one byte (its line break), so a flood of empty lines is
+    metered too; the host keeps the same ledger.
+    """
 
     def __init__(self, channel: _Channel, limit: int, frame_bytes: int) -> None:
         self._channel = channel
         self._left = limit
-        self._limit = limit
+        self.limit = limit
         self._chunk = max(1, (frame_bytes - 256) // 12)  # worst case: 12 bytes per escaped character
         self.truncated = False
 
     def __call__(self, text: str) -> None:
+        """Send one entry; each entry costs its UTF-8 size plus one (its line break)."""
         if self.truncated:
             return
         text = str(text)
-        overflow = _utf8_size(text) > self._left
+        cost = _utf8_size(text) + 1
+        overflow = cost > self._left
         if overflow:
-            text = _utf8_prefix(text, self._left)
-        self._left -= _utf8_size(text)
+            text = _utf8_prefix(text, self._left - 1)
+            cost = _utf8_size(text) + 1 if text else 0
+        self._left -= cost
         if text or not overflow:
             for start in range(0, max(len(text), 1), self._chunk):
                 self._channel.send({"type": "log", "text": text[start:start + self._chunk]})
         if overflow:
             self.truncated = True
             self._channel.send({"type": "log", "truncated": True,
-                                "text": LOG_TRUNCATION_MARKER.format(limit=self._limit)})
+                                "text": LOG_TRUNCATION_MARKER.format(limit=self.limit)})
 
 
 def _utf8_size(text: str) -> int:
@@ -130,7 +139,7 @@ def _utf8_size(text: str) -> int:
 
 def _utf8_prefix(text: str, budget: int) -> str:
     """The longest prefix of ``text`` whose UTF-8 form fits in ``budget`` bytes."""
-    return text.encode("utf-8", "surrogatepass")[:budget].decode("utf-8", "ignore")
+    return text.encode("utf-8", "surrogatepass")[:max(budget, 0)].decode("utf-8", "ignore")
 
 
 class _Run:
@@ -247,13 +256,26 @@ async def _execute(run: _Run, executor: ModuleType, frame: dict[str, Any],
         kind = getattr(exc, "kind", "syntax")
         return _error(kind if kind in ("syntax", "policy") else "syntax", str(exc))
     reader = asyncio.ensure_future(_dispatch_replies(run) if replies else asyncio.sleep(0))
+    extra: dict[str, Any] = {}
+    if _accepts_log_cap(executor):
+        # Let the executor's own capture forward one byte past the budget, so the ledger sees the
+        # overflow and writes the marker.
+        extra["log_cap_bytes"] = run.log.limit + 1
     try:
         outcome = await executor.run_program(
             compiled, tool_names=tuple(str(n) for n in frame["tool_names"]), call_tool=run.call_tool,
-            log=run.log, globals_=globals_)
+            log=run.log, globals_=globals_, **extra)
         return run.done_frame(outcome)
     finally:
         reader.cancel()
+
+
+@functools.cache
+def _accepts_log_cap(executor: ModuleType) -> bool:
+    try:
+        return "log_cap_bytes" in inspect.signature(executor.run_program).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 async def _dispatch_replies(run: _Run) -> None:

@@ -154,14 +154,14 @@ async def test_forged_output_over_the_result_budget_is_refused(forged: Sandbox) 
 
 
 async def test_forged_log_floods_are_cut_by_the_host_ledger(forged: Sandbox) -> None:
-    """It applies the log budget itself, whatever the worker sends."""
+    """It applies the log budget itself (UTF-8 size + 1 per entry), whatever the worker sends."""
     limits = LIMITS.replace(log_bytes=100)
     data = b"".join(frame({"type": "log", "text": "y" * 60}) for _ in range(10))
     with anyio.fail_after(30):
         result = await run(forged, writer(data, then="import time\ntime.sleep(0.3)\nreturn 1"),
                            limits=limits)
     assert result.value == 1
-    assert result.logs[:-1] == ("y" * 60, "y" * 40) and result.logs[-1].startswith("[codemode sandbox]")
+    assert result.logs[:-1] == ("y" * 60, "y" * 38) and result.logs[-1].startswith("[codemode sandbox]")
 
 
 async def test_writes_to_every_other_descriptor_reach_nobody(forged: Sandbox) -> None:
