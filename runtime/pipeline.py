@@ -171,6 +171,10 @@ class ToolContext:
         """The parent's token (None for a top-level call)."""
         return self.call.parent
 
+    def conclude_turn(self) -> None:
+        """Ask the agent loop to end the turn after this batch (honoured only if the call succeeds)."""
+        self._execution.concludes = True
+
     def defer_context(self, context: Mapping[str, Any]) -> None:
         """Attach an additional context (a lossless JSON object) to this call's result, in call order."""
         if not isinstance(context, Mapping):
@@ -181,7 +185,8 @@ class ToolContext:
 class Execution:
     """Mutable per-call state owned by the pipeline (schedulers only read ``call`` and ``token``)."""
 
-    __slots__ = ("body_invoked", "call", "deferred", "final", "finalize_content", "finished", "own")
+    __slots__ = ("body_invoked", "call", "concludes", "deferred", "final", "finalize_content", "finished",
+                 "own")
 
     def __init__(self, call: ToolCall, finalize_content: Any, final: ToolResult | None) -> None:
         self.call = call
@@ -189,6 +194,7 @@ class Execution:
         self.final = final
         self.deferred: list[Any] = []
         self.body_invoked = False
+        self.concludes = False
         self.finished = False
         self.own: list[ToolResult] = []
 
@@ -615,6 +621,8 @@ class Stages:
             if _fired(call.cancel) and not result.is_error:
                 result = self._aborted(execution, result)
         result = self._finalize(execution, result)
+        if execution.concludes and not result.is_error and not result.concludes_turn:
+            result = replace(result, concludes_turn=True)
         await self._broadcast(call, result)
         return result
 

@@ -54,6 +54,8 @@ class ToolResult:
     error: ToolErrorInfo | None = None
     meta: Any = None
     additional_contexts: Any = _EMPTY
+    #: True when the body called ``ctx.conclude_turn()`` and the call succeeded (failures never conclude).
+    concludes_turn: bool = False
 
     @staticmethod
     def success(value: JsonValue, content: Sequence[ContentBlock], *, meta: JsonValue = None,

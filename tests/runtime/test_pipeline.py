@@ -708,3 +708,20 @@ async def test_execute_tool_calls_delegates_to_the_scheduler(rt: ToolRuntime,
     monkeypatch.setattr(scheduler, "execute_tool_calls", fake, raising=False)
     assert await rt.execute_tool_calls(["c"], agent=None) == "done"
     assert seen == [(rt, ["c"], None, None)]
+
+
+@pytest.mark.parametrize(("fails", "concludes"), [(False, True), (True, False)])
+async def test_conclude_turn_marks_only_successes(fails: bool, concludes: bool) -> None:
+    """It flags a success whose body called conclude_turn(); a failure never concludes the turn."""
+    rt = ToolRuntime()
+
+    async def body(args: Any, ctx: ToolContext) -> Any:
+        ctx.conclude_turn()
+        if fails:
+            raise RuntimeError("no")
+        return None
+
+    rt.register(body_tool("final", body))
+    rt.register(echo_tool())
+    assert (await run(rt, "final", {})).concludes_turn is concludes
+    assert (await run(rt, "echo", {"text": "x"})).concludes_turn is False
