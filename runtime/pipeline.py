@@ -699,16 +699,6 @@ class Stages:
                 logger.error('tool "%s" (%s): on_result observer failed: %s', call.name, call.call_id,
                              _message_of(exc))
 
-    # ------------------------------------------------------------------------------ whole pipeline
-
-    async def execute(self, name: str, arguments: Any, **identity: Any) -> ToolResult:
-        """create -> prepare -> dispatch -> finish."""
-        execution = self.create(name, arguments, **identity)
-        prepared = await self.prepare(execution)
-        if prepared.result is None:
-            return await self.finish(await self.dispatch(prepared))
-        return await self.finish(prepared)
-
 
 def _content(blocks: object, what: str) -> FrozenList:
     """Validate and freeze content blocks: a list of JSON objects each with a string ``type``."""
