@@ -42,6 +42,7 @@ __all__ = (
     "GUARDED_ATTRIBUTES",
     "GUARDED_PREFIXES",
     "PROGRAM_MARKER",
+    "WRITABLE_TYPES",
     "ClassFactory",
     "SafeType",
     "build_safe_builtins",
@@ -133,10 +134,14 @@ def guarded_delattr(obj: object, name: str) -> None:
 
 # -- writes ----------------------------------------------------------------------------------------
 
-_FAST_WRITABLE: Final = frozenset({dict, list, set, bytearray})
 _WRITABLE_BASES: Final = (dict, list, set, bytearray, collections.deque, decimal.Context,
                           textwrap.TextWrapper)
-_writable_cache: dict[type, bool] = {}
+#: Exact types whose instances a program may always write: the builtin containers, every program
+#: class, and every other type :func:`write_guard` has found writable. The policy inlines the
+#: membership test (``type(x) in WRITABLE_TYPES``) for stores into a plain name, which is exactly the
+#: first branch of :func:`write_guard`. Never holds a metaclass.
+WRITABLE_TYPES: Final[set[type]] = {dict, list, set, bytearray}
+_refused_types: set[type] = set()
 
 
 class _ReadOnly:
@@ -168,7 +173,8 @@ def is_program_class(cls: object) -> bool:
 def register_program_class(cls: type) -> None:
     """Record ``cls`` as the program's (for helpers that replace a program class with a new one)."""
     _PROGRAM_CLASSES.add(cls)
-    _writable_cache.clear()
+    if not issubclass(cls, type):
+        WRITABLE_TYPES.add(cls)
 
 
 def is_program_function(fn: object) -> bool:
@@ -176,30 +182,24 @@ def is_program_function(fn: object) -> bool:
     return isinstance(fn, types.FunctionType) and fn.__globals__.get(PROGRAM_MARKER) is True
 
 
-def _writable_type(cls: type) -> bool:
-    known = _writable_cache.get(cls)
-    if known is None:
-        known = issubclass(cls, _WRITABLE_BASES) or is_program_class(cls)
-        if issubclass(cls, type):  # metaclass instances (classes) are decided one by one
-            known = False
-        _writable_cache[cls] = known
-    return known
-
-
 def write_guard(obj: Any) -> Any:
     """``_write_``: ``obj`` itself when the program may modify it, else a view that refuses writes.
 
-    The first test is the fast path for the containers programs write most (exact ``dict``/``list``
-    /``set``/``bytearray``): such objects are always the program's own, because nothing the sandbox
-    hands in contains or returns a shared mutable container.
+    The first test is the fast path: builtin containers and instances of program classes are always
+    the program's own, because nothing the sandbox hands in contains or returns a shared mutable
+    container (a facade test checks every member's attributes). A type seen for the first time is
+    classified once and remembered.
     """
     cls = type(obj)
-    if cls in _FAST_WRITABLE:
+    if cls in WRITABLE_TYPES:
         return obj
     if isinstance(obj, type):
         return obj if obj in _PROGRAM_CLASSES else _ReadOnly(_describe(obj))
-    if _writable_type(cls):
-        return obj
+    if cls not in _refused_types:
+        if issubclass(cls, _WRITABLE_BASES) or is_program_class(cls):
+            WRITABLE_TYPES.add(cls)
+            return obj
+        _refused_types.add(cls)
     return _ReadOnly(_describe(obj))
 
 

@@ -31,9 +31,16 @@ from .compiler import (
     compile_program,
 )
 from .facades import CURRENT_TASKS, TaskRegistry, guarded_import
-from .guards import PROGRAM_MARKER, ClassFactory, build_safe_builtins, guarded_getattr, write_guard
+from .guards import (
+    PROGRAM_MARKER,
+    WRITABLE_TYPES,
+    ClassFactory,
+    build_safe_builtins,
+    guarded_getattr,
+    write_guard,
+)
 from .lossless import LosslessJsonError, snapshot
-from .policy import ENTRY_NAME, NO_VALUE_NAME
+from .policy import ENTRY_NAME, NO_VALUE_NAME, TYPE_NAME, WRITABLE_TYPES_NAME
 
 __all__ = (
     "DEFAULT_LOG_CAP_BYTES",
@@ -193,6 +200,8 @@ def _install(namespace: dict[str, Any], printer: _Printer, tools: ToolsProxy) ->
         "__metaclass__": _CLASS_FACTORY,
         "_getattr_": guarded_getattr,
         "_write_": write_guard,
+        TYPE_NAME: type,
+        WRITABLE_TYPES_NAME: WRITABLE_TYPES,
         "_print_": _PrintFactory(printer),
         NO_VALUE_NAME: _NO_VALUE,
         PROGRAM_MARKER: True,

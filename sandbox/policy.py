@@ -33,7 +33,8 @@ Guard rewrites that are provably no-ops are left out (the generated code is then
   expose no mutable containers; the escape suite checks every facade member).
 * **Star-calls** ``f(*a, **k)`` stay native: ``_apply_`` would only call ``f(*a, **k)``.
 
-Attribute and subscript *stores and deletes* always go through ``_write_``; ``print`` goes through the
+Attribute and subscript *stores and deletes* always go through ``_write_``; for a store into a plain
+name the guard's first branch is inlined (``type(n) in WRITABLE_TYPES``). ``print`` goes through the
 per-run capture exactly as in RestrictedPython.
 """
 
@@ -52,6 +53,8 @@ __all__ = (
     "ENTRY_NAME",
     "NO_VALUE_NAME",
     "RESERVED_GLOBALS",
+    "TYPE_NAME",
+    "WRITABLE_TYPES_NAME",
     "ProgramPolicy",
     "needs_guarded_getattr",
 )
@@ -60,6 +63,9 @@ __all__ = (
 ENTRY_NAME = "__codemode_program__"
 #: Global bound to the sentinel a program returns when it falls off its end or uses a bare ``return``.
 NO_VALUE_NAME = "__codemode_no_value__"
+#: Globals of the inlined write-guard fast path (see :meth:`ProgramPolicy._inline_write`).
+TYPE_NAME = "_codemode_type_"
+WRITABLE_TYPES_NAME = "_codemode_writable_types_"
 #: Host names a program may use but never rebind at the top level.
 RESERVED_GLOBALS = frozenset({"ToolCallError", "tools"})
 
@@ -295,6 +301,27 @@ class ProgramPolicy(RestrictingNodeTransformer):
             self.error(node, f"{node.func.id}() calls are not allowed.")
         return self.node_contents_visit(node)
 
+    @staticmethod
+    def _inline_write(node: ast.Attribute | ast.Subscript) -> None:
+        """Turn ``_write_(n).a = v`` into ``(n if type(n) in WRITABLE else _write_(n)).a = v``.
+
+        Only for a plain name ``n`` (evaluating a name twice has no side effects). The test is the
+        first branch of :func:`sandbox.guards.write_guard` (which returns ``n`` itself exactly then),
+        so the statement behaves the same while skipping a Python call for the common case.
+        """
+        call = node.value
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "_write_"
+                and len(call.args) == 1 and isinstance(call.args[0], ast.Name)):
+            return
+        name = call.args[0].id
+        test = ast.Compare(
+            left=ast.Call(func=ast.Name(TYPE_NAME, ast.Load()), args=[ast.Name(name, ast.Load())],
+                          keywords=[]),
+            ops=[ast.In()], comparators=[ast.Name(WRITABLE_TYPES_NAME, ast.Load())])
+        inline = ast.IfExp(test=test, body=ast.Name(name, ast.Load()), orelse=call)
+        node.value = ast.copy_location(inline, call)
+        ast.fix_missing_locations(node)
+
     def visit_Attribute(self, node: ast.Attribute) -> _T_visit:
         """Name checks as in RestrictedPython; only guarded names are rewritten to ``_getattr_``."""
         if isinstance(node.ctx, ast.Load) and not needs_guarded_getattr(node.attr):
@@ -307,6 +334,8 @@ class ProgramPolicy(RestrictingNodeTransformer):
                 self.error(node, f'"{attr}" is a restricted name.')
             return self.node_contents_visit(node)
         result: _T_visit = super().visit_Attribute(node)
+        if isinstance(result, ast.Attribute):
+            self._inline_write(result)
         return result
 
     def visit_Subscript(self, node: ast.Subscript) -> _T_visit:
@@ -314,4 +343,6 @@ class ProgramPolicy(RestrictingNodeTransformer):
         if isinstance(node.ctx, ast.Load):
             return self.node_contents_visit(node)
         result: _T_visit = super().visit_Subscript(node)
+        if isinstance(result, ast.Subscript):
+            self._inline_write(result)
         return result

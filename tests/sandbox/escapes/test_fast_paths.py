@@ -96,6 +96,27 @@ ATTACKS = [
         made = dataclasses.dataclass(string.Formatter)
         return made().extra
     """, mode="subprocess"),
+    Attack("inline-write-through-module-alias", f"""
+        import json
+        alias = json
+        alias.dumps = {_POISONED}
+        import json as again
+        return again.dumps(1)
+    """, mode="subprocess"),
+    Attack("inline-write-into-shared-class-dict", """
+        import textwrap
+        table = textwrap.TextWrapper.unicode_whitespace_trans
+        table[0] = open(SECRET_PATH).read()
+        import textwrap as again
+        return again.TextWrapper.unicode_whitespace_trans[0]
+    """, mode="subprocess"),
+    Attack("inline-write-augmented-through-alias", """
+        import string
+        alias = string
+        alias.digits += open(SECRET_PATH).read()
+        import string as again
+        return again.digits
+    """, mode="subprocess"),
     Attack("star-call-getattr", """
         g = getattr(*[lambda: 0, "__globals__"])
         return g["__builtins__"]["open"](SECRET_PATH).read()
