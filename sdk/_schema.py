@@ -19,6 +19,11 @@ Rules, in order, for one node:
 Unions are de-duplicated, absorb into ``Any`` when a member is ``Any``, and more than
 :data:`MAX_UNION_MEMBERS` distinct members degrade to ``Any`` (long ``|`` chains break CPython's parser).
 An array reached with :data:`MAX_LIST_BRACKETS` brackets already open renders as ``Any``.
+
+The walk is recursive but bounded by :data:`MAX_LEVEL`; the two shapes that are legitimately deep,
+chains of arrays and chains of nested ``oneOf``/``anyOf``, are walked by loops instead, so the list cap is
+reachable and a 5,000-deep union chain renders in linear time. Shared sub-schemas (a DAG) are rendered
+once and reused, so sharing never makes the walk exponential.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -204,6 +209,18 @@ def _matches(value: object, kind: str) -> bool:
     return kind == "number" or isinstance(value, int) or value.is_integer()
 
 
+def _union_branches(node: object) -> Sequence[object] | None:
+    """The branches of an untyped ``oneOf``/``anyOf`` node (``[]`` if malformed), else None."""
+    if not isinstance(node, Mapping) or "type" in node:
+        return None
+    for combinator in ("oneOf", "anyOf"):
+        branches = node.get(combinator, _MISSING)
+        if isinstance(branches, _Missing):
+            continue
+        return branches if isinstance(branches, list | tuple) else []
+    return None
+
+
 def _dedupe(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
@@ -302,16 +319,9 @@ class _Renderer:
         kind = node.get("type", _MISSING)
         if not isinstance(kind, _Missing):
             return self._typed_union(node, kind, base, brackets, level)
-        for combinator in ("oneOf", "anyOf"):
-            branches = node.get(combinator, _MISSING)
-            if isinstance(branches, _Missing):
-                continue
-            if not isinstance(branches, list | tuple) or not branches:
-                return self._any()
-            found: list[str] = []
-            for index, branch in enumerate(branches, start=1):
-                found.extend(self.members(branch, class_base(f"{base}{index}"), brackets, level + 1))
-            return found
+        branches = _union_branches(node)
+        if branches is not None:
+            return self._union(node, branches, base, brackets, level) if branches else self._any()
         every = node.get("allOf", _MISSING)
         if isinstance(every, list | tuple) and len(every) == 1:
             return self.members(every[0], base, brackets, level + 1)
@@ -325,6 +335,36 @@ class _Renderer:
         if literal is not None:
             return [literal]
         return self._any()
+
+    def _union(
+        self, node: Mapping[object, object], branches: Sequence[object], base: str, brackets: int, level: int
+    ) -> list[str]:
+        """The members of a ``oneOf``/``anyOf``; nested pure unions are flattened by a loop, not recursion.
+
+        Branch k's class base is the union's base plus ``k``. The walk stops as soon as more than
+        :data:`MAX_UNION_MEMBERS` distinct members are found, so a 5,000-deep chain costs linear time.
+        """
+        found: dict[str, None] = {}
+        seen: dict[int, object] = {id(node): node}
+        stack: list[tuple[Iterator[tuple[int, object]], str]] = [(enumerate(branches, start=1), base)]
+        while stack:
+            iterator, parent = stack[-1]
+            step = next(iterator, None)
+            if step is None:
+                stack.pop()
+                continue
+            index, branch = step
+            branch_base = class_base(f"{parent}{index}")
+            nested = _union_branches(branch)
+            if nested and id(branch) not in seen and id(branch) not in self._active:
+                seen[id(branch)] = branch
+                stack.append((enumerate(nested, start=1), branch_base))
+                continue
+            for member in self.members(branch, branch_base, brackets, level + 1):
+                found[member] = None
+            if _ANY in found or len(found) > MAX_UNION_MEMBERS:
+                return self._any()
+        return list(found)
 
     def _typed_union(
         self, node: Mapping[object, object], kind: object, base: str, brackets: int, level: int

@@ -79,6 +79,10 @@ def utf16_key(name: str) -> bytes:
 
 def cap_utf16(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` UTF-16 code units, never splitting an astral character."""
+    if len(text) * 2 <= limit:
+        return text
+    if text.isascii():
+        return text[:limit]
     units = 0
     for index, char in enumerate(text):
         units += 2 if ord(char) > 0xFFFF else 1

@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from sdk import python_type
-from sdk._schema import MAX_LIST_BRACKETS, ClassNamer, class_base, field_comment, render_root
+from sdk._schema import (
+    MAX_LIST_BRACKETS,
+    MAX_UNION_MEMBERS,
+    ClassNamer,
+    class_base,
+    field_comment,
+    render_root,
+)
 from tests.sdk.support import declaration, obj, sig
 
 
@@ -212,20 +219,40 @@ def test_list_nesting_cap_in_a_field_reserves_the_not_required_bracket() -> None
     assert line == "    x: NotRequired[" + "list[" * (MAX_LIST_BRACKETS - 1) + "Any" + "]" * MAX_LIST_BRACKETS
 
 
-def _one_of_chain(depth: int) -> dict[str, Any]:
+def _one_of_chain(depth: int, distinct: bool = True) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "string"}
     for index in range(depth):
-        schema = {"oneOf": [{"type": "integer", "const": index}, schema]}
+        leaf = {"type": "integer", "const": index} if distinct else {"type": "string"}
+        schema = {"oneOf": [leaf, schema]}
     return schema
 
 
-def test_deep_one_of_chain_is_total_and_fast() -> None:
-    """It renders a 5,000-deep oneOf chain quickly and degrades only past the depth bound."""
+def test_deep_one_of_chain_is_flattened_in_linear_time() -> None:
+    """It flattens a 5,000-deep oneOf chain with a loop and de-duplicates its members."""
     started = time.perf_counter()
-    text = python_type(_one_of_chain(5000))
+    assert python_type(_one_of_chain(5000, distinct=False)) == "str"
     assert time.perf_counter() - started < 2.0
-    assert text == "Any"
+
+
+def test_deep_one_of_chain_with_too_many_members_is_any() -> None:
+    """It stops early and renders Any once a union has more than 64 distinct members."""
+    started = time.perf_counter()
+    assert python_type(_one_of_chain(5000)) == "Any"
+    assert time.perf_counter() - started < 2.0
     assert python_type(_one_of_chain(3)) == "Literal[2] | Literal[1] | Literal[0] | str"
+    assert python_type(_one_of_chain(MAX_UNION_MEMBERS - 1)).count(" | ") == MAX_UNION_MEMBERS - 1
+
+
+def test_one_of_in_a_typed_dict_numbers_nested_branch_classes() -> None:
+    """It gives branch k of a nested union the class base of its parent branch plus k."""
+    schema = {
+        "oneOf": [
+            obj({"a": {"type": "string"}}),
+            {"oneOf": [obj({"b": {"type": "string"}}), {"type": "null"}]},
+        ]
+    }
+    text = declaration(sig("act", output=schema))
+    assert "-> ActOutput1 | ActOutput21 | None: ..." in text
 
 
 def test_deep_object_nesting_is_total() -> None:
