@@ -128,15 +128,30 @@ class _Template:
                 os.kill(pid, signal.SIGKILL)
 
     def reap(self, block: bool = False) -> None:
+        """Reap every exited child; a worker's process group is killed before its leader is reaped.
+
+        ``WNOWAIT`` peeks at an exited child without reaping it: while the zombie leader exists its
+        pid (= its process group id) cannot be reused, so the group kill can only reach what the
+        worker left behind (if anything managed to fork), never a stranger.
+        """
+        flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
         while True:
             try:
-                pid, status, usage = os.wait4(-1, 0 if block else os.WNOHANG)
+                info = os.waitid(os.P_ALL, 0, flags)
             except ChildProcessError:
                 return
             except InterruptedError:
                 continue
-            if pid == 0:
+            if info is None:
                 return
+            pid = info.si_pid
+            if pid in self.children:
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+            try:
+                _, status, usage = os.wait4(pid, 0)
+            except ChildProcessError:
+                continue
             workdir = self.children.pop(pid, None)
             if workdir is not None:
                 shutil.rmtree(workdir, ignore_errors=True)

@@ -363,3 +363,25 @@ async def test_a_dead_template_fails_runs_cleanly_and_takes_its_workers_along() 
             result = await run(box, "return 1")
         assert result.error is not None and result.error.kind == "worker-exit"
         assert not any(pid_alive(pid) for pid in warm)
+
+
+async def test_grandchildren_die_with_their_worker() -> None:
+    """It kills what a worker managed to fork (here: root, no seccomp) when the worker ends."""
+    program = """
+import os, time
+pid = os.fork()
+if pid == 0:
+    time.sleep(60)
+    os._exit(0)
+return pid
+"""
+    with anyio.fail_after(30):
+        async with Sandbox(executor=STANDIN, warm=0, layers=()) as box:
+            result = await run(box, program)
+            grandchild = result.value
+            assert isinstance(grandchild, int) and grandchild > 0
+            for _ in range(300):
+                if not pid_alive(grandchild):
+                    break
+                await anyio.sleep(0.01)
+            assert not pid_alive(grandchild)
