@@ -310,6 +310,14 @@ _TextWrapper.__name__ = _TextWrapper.__qualname__ = "TextWrapper"
 # -- the facades -----------------------------------------------------------------------------------
 
 
+def _present(module: str, **wrappers: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+    """Give wrapper functions the public names they stand in for (repr shows no internal names)."""
+    for name, wrapper in wrappers.items():
+        wrapper.__name__ = wrapper.__qualname__ = name
+        wrapper.__module__ = module
+    return wrappers
+
+
 def _pick(module: types.ModuleType, names: Iterable[str]) -> dict[str, object]:
     return {name: getattr(module, name) for name in names}
 
@@ -367,7 +375,8 @@ def _build_facades() -> dict[str, ModuleFacade]:
     decimal_members = _pick(decimal, [n for n in _DECIMAL if n != "BasicContext"])
     members: dict[str, dict[str, object]] = {
         "asyncio": {"CancelledError": asyncio.CancelledError, "TimeoutError": TimeoutError,
-                    "as_completed": _as_completed, "gather": _gather, "sleep": _sleep, "wait_for": _wait_for},
+                    **_present("asyncio", as_completed=_as_completed, gather=_gather, sleep=_sleep,
+                               wait_for=_wait_for)},
         "base64": _pick(base64, _BASE64),
         "bisect": _public(bisect),
         "collections": _pick(collections, ("ChainMap", "Counter", "OrderedDict", "defaultdict", "deque",
@@ -375,7 +384,7 @@ def _build_facades() -> dict[str, ModuleFacade]:
         "copy": _pick(copy, ("Error", "copy", "deepcopy")),
         "dataclasses": {**_pick(dataclasses, ("FrozenInstanceError", "KW_ONLY", "MISSING", "asdict",
                                               "astuple", "field", "fields", "is_dataclass", "replace")),
-                        "dataclass": _dataclass},
+                        **_present("dataclasses", dataclass=_dataclass)},
         "datetime": _pick(datetime, ("MAXYEAR", "MINYEAR", "UTC", "date", "datetime", "time", "timedelta",
                                      "timezone", "tzinfo")),
         "decimal": decimal_members,
@@ -383,13 +392,15 @@ def _build_facades() -> dict[str, ModuleFacade]:
         "fractions": _pick(fractions, ("Fraction",)),
         "functools": {**_pick(functools, ("cache", "cached_property", "cmp_to_key", "lru_cache", "partial",
                                           "reduce")),
-                      "total_ordering": _total_ordering, "update_wrapper": _update_wrapper, "wraps": _wraps},
+                      **_present("functools", total_ordering=_total_ordering,
+                                 update_wrapper=_update_wrapper, wraps=_wraps)},
         "hashlib": {**_pick(hashlib, _HASHLIB),
                     "algorithms_available": frozenset(hashlib.algorithms_available),
                     "algorithms_guaranteed": frozenset(hashlib.algorithms_guaranteed)},
         "heapq": _public(heapq),
         "itertools": _public(itertools),
-        "json": {"JSONDecodeError": json.JSONDecodeError, "dumps": _json_dumps, "loads": _json_loads},
+        "json": {"JSONDecodeError": json.JSONDecodeError,
+                 **_present("json", dumps=_json_dumps, loads=_json_loads)},
         "math": _public(math),
         "operator": _pick(operator, _OPERATOR),
         "random": _pick(random, _RANDOM),

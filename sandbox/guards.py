@@ -50,6 +50,7 @@ __all__ = (
     "guarded_getattr",
     "guarded_hasattr",
     "guarded_setattr",
+    "guarded_super_init",
     "is_program_class",
     "is_program_function",
     "register_program_class",
@@ -112,6 +113,13 @@ def guarded_getattr(obj: object, name: str, default: Any = _MISSING) -> Any:
     if default is _MISSING:
         return getattr(obj, name)
     return getattr(obj, name, default)
+
+
+def guarded_super_init(proxy: object) -> Any:
+    """``super().__init__`` for programs: only a real ``super`` object has its ``__init__`` looked up."""
+    if type(proxy) is not super:
+        raise AttributeError('"__init__" can only be reached as super().__init__')
+    return proxy.__init__  # type: ignore[misc]
 
 
 def guarded_hasattr(obj: object, name: str) -> bool:

@@ -37,10 +37,11 @@ from .guards import (
     ClassFactory,
     build_safe_builtins,
     guarded_getattr,
+    guarded_super_init,
     write_guard,
 )
 from .lossless import LosslessJsonError, snapshot
-from .policy import ENTRY_NAME, NO_VALUE_NAME, TYPE_NAME, WRITABLE_TYPES_NAME
+from .policy import ENTRY_NAME, NO_VALUE_NAME, SUPER_INIT_NAME, TYPE_NAME, WRITABLE_TYPES_NAME
 
 __all__ = (
     "DEFAULT_LOG_CAP_BYTES",
@@ -201,6 +202,7 @@ def _install(namespace: dict[str, Any], printer: _Printer, tools: ToolsProxy) ->
         "_getattr_": guarded_getattr,
         "_write_": write_guard,
         TYPE_NAME: type,
+        SUPER_INIT_NAME: guarded_super_init,
         WRITABLE_TYPES_NAME: WRITABLE_TYPES,
         "_print_": _PrintFactory(printer),
         NO_VALUE_NAME: _NO_VALUE,
@@ -258,7 +260,10 @@ async def run_program(compiled: CompiledProgram, *, tool_names: Sequence[str],
             return ProgramOutcome(None, False, "exception", format_program_exception(exc, compiled))
         except BaseException as exc:  # the program's own failure, of any kind
             return ProgramOutcome(None, False, "exception", format_program_exception(exc, compiled))
-        return _result(value)
+        try:
+            return _result(value)
+        except MemoryError:
+            return ProgramOutcome(None, False, "memory-limit", "MemoryError: while checking the result")
     finally:
         CURRENT_TASKS.reset(token)
         printer.flush()

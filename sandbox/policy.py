@@ -51,8 +51,10 @@ from .guards import GUARDED_ATTRIBUTES, GUARDED_PREFIXES
 
 __all__ = (
     "ENTRY_NAME",
+    "EXTRA_METHOD_NAMES",
     "NO_VALUE_NAME",
     "RESERVED_GLOBALS",
+    "SUPER_INIT_NAME",
     "TYPE_NAME",
     "WRITABLE_TYPES_NAME",
     "ProgramPolicy",
@@ -66,6 +68,11 @@ NO_VALUE_NAME = "__codemode_no_value__"
 #: Globals of the inlined write-guard fast path (see :meth:`ProgramPolicy._inline_write`).
 TYPE_NAME = "_codemode_type_"
 WRITABLE_TYPES_NAME = "_codemode_writable_types_"
+#: Hook that answers ``super().__init__`` (the one ``_``-attribute a program may load).
+SUPER_INIT_NAME = "_codemode_super_init_"
+#: Special methods a class body may define on top of RestrictedPython's ``__init__``/comparisons:
+#: each is only ever called on the program's own objects, by code running in the program's budget.
+EXTRA_METHOD_NAMES = frozenset({"__post_init__", "__repr__", "__str__"})
 #: Host names a program may use but never rebind at the top level.
 RESERVED_GLOBALS = frozenset({"ToolCallError", "tools"})
 
@@ -90,6 +97,7 @@ class ProgramPolicy(RestrictingNodeTransformer):
         self.diagnostics: list[tuple[int, str]] = []
         # Innermost-last stack of the function kinds we are inside: "entry", "async", "sync", "class".
         self._scopes: list[str] = []
+        self._defining_method = False
 
     # -- diagnostics -------------------------------------------------------------------------------
 
@@ -142,11 +150,22 @@ class ProgramPolicy(RestrictingNodeTransformer):
 
     # -- async -------------------------------------------------------------------------------------
 
+    def check_name(self, node: Any, name: str | None, allow_magic_methods: bool = False) -> None:
+        """RestrictedPython's name rule, plus :data:`EXTRA_METHOD_NAMES` for methods of a class body."""
+        if allow_magic_methods and self._defining_method and name in EXTRA_METHOD_NAMES:
+            return
+        super().check_name(node, name, allow_magic_methods)
+
     def visit_FunctionDef(self, node: ast.FunctionDef) -> _T_visit:
         """Check a ``def`` as RestrictedPython does, tracking that we are in a sync function."""
         self._check_rebinding(node, node.name)
+        self._defining_method = bool(self._scopes) and self._scopes[-1] == "class"
+        self.check_name(node, node.name, allow_magic_methods=True)
+        self._defining_method = False
+        node.name, real_name = "checked", node.name
         with self._scope("sync"):
             result: _T_visit = super().visit_FunctionDef(node)
+        node.name = real_name
         return result
 
     def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> _T_visit:
@@ -323,7 +342,16 @@ class ProgramPolicy(RestrictingNodeTransformer):
         ast.fix_missing_locations(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> _T_visit:
-        """Name checks as in RestrictedPython; only guarded names are rewritten to ``_getattr_``."""
+        """Name checks as in RestrictedPython; only guarded names are rewritten to ``_getattr_``.
+
+        ``super().__init__`` / ``super(C, self).__init__`` becomes ``_super_init_(super(...))``,
+        whose runtime check admits real ``super`` objects only (a rebound ``super`` gets nothing).
+        """
+        value = node.value
+        if (node.attr == "__init__" and isinstance(node.ctx, ast.Load) and isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name) and value.func.id == "super"):
+            hook = ast.Call(func=ast.Name(SUPER_INIT_NAME, ast.Load()), args=[self.visit(value)], keywords=[])
+            return ast.fix_missing_locations(ast.copy_location(hook, node))
         if isinstance(node.ctx, ast.Load) and not needs_guarded_getattr(node.attr):
             attr = node.attr
             if attr.startswith("_") and attr != "_":

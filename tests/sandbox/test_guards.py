@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from sandbox.facades import FACADES, guarded_import
 from sandbox.guards import (
+    WRITABLE_TYPES,
     ClassFactory,
     SafeType,
     build_safe_builtins,
@@ -21,6 +22,7 @@ from sandbox.guards import (
     guarded_getattr,
     guarded_hasattr,
     guarded_setattr,
+    guarded_super_init,
     is_program_class,
     write_guard,
 )
@@ -129,6 +131,25 @@ def test_write_guard_refuses_everything_else(obj: object) -> None:
                     lambda: view.__setitem__("a", 1), lambda: view.__delitem__("a"), lambda: view.a):
         with pytest.raises(TypeError, match="only modify objects it created"):
             attempt()
+
+
+def test_writable_types_never_hold_metaclasses(program_class: type) -> None:
+    """It remembers writable instance types only, so the inlined fast path never admits a class."""
+    write_guard(program_class())
+    write_guard(collections.OrderedDict())
+    assert program_class in WRITABLE_TYPES
+    assert collections.OrderedDict in WRITABLE_TYPES
+    assert not any(issubclass(t, type) for t in WRITABLE_TYPES)
+
+
+def test_super_init_hook_needs_a_real_super() -> None:
+    """It answers __init__ for super objects only."""
+    class Base:
+        pass
+
+    assert guarded_super_init(super(Base, Base())) is not None
+    with pytest.raises(AttributeError):
+        guarded_super_init(FACADES["json"])
 
 
 def test_setattr_checks_the_name() -> None:

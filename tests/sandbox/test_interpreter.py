@@ -317,6 +317,69 @@ async def test_realistic_programs_work(source: str, expected: object) -> None:
     assert outcome.value == expected
 
 
+REALISTIC += [
+    ("""
+        class Base:
+            def __init__(self, n):
+                self.n = n
+            def describe(self):
+                return 'base'
+        class Child(Base):
+            kind = 'child'
+            def __init__(self, n):
+                super().__init__(n * 2)
+            def describe(self):
+                return super().describe() + '+' + self.kind
+        Child.kind = 'changed'
+        c = Child(2)
+        return [c.n, c.describe(), isinstance(c, Base)]
+    """, [4, "base+changed", True]),
+    ("""
+        counter = 0
+        def bump():
+            global counter
+            counter += 1
+        for _ in range(3):
+            bump()
+        class Boom(ValueError):
+            pass
+        try:
+            raise Boom('x')
+        except ValueError as e:
+            caught = type(e) is Boom
+        return [counter, caught]
+    """, [3, True]),
+    ("""
+        import asyncio
+        async def fetch(i):
+            r = await tools.search(i=i)
+            return r['args']['i']
+        done = []
+        for f in asyncio.as_completed([fetch(i) for i in range(3)]):
+            done.append(await f)
+        slow = await asyncio.wait_for(fetch(9), 5)
+        return [sorted(done), slow]
+    """, [[0, 1, 2], 9]),
+]
+
+REALISTIC += [
+    ("""
+        from dataclasses import dataclass
+        @dataclass
+        class Box:
+            w: int
+            h: int
+            def __post_init__(self):
+                self.area = self.w * self.h
+            def __repr__(self):
+                return f"Box({self.w}x{self.h})"
+        class Named(Exception):
+            def __str__(self):
+                return 'named!'
+        return [Box(2, 3).area, repr(Box(1, 1)), str(Named())]
+    """, [6, "Box(1x1)", "named!"]),
+]
+
 _ATOMS = st.sampled_from(["1", "x", "'s'", "[1, 2]", "{'k': 1}", "None", "tools", "json", "(lambda: 0)",
                           "ToolCallError", "print", "len", "().__class__", "x.y", "await x"])
 _EXPRS = st.recursive(_ATOMS, lambda inner: st.one_of(

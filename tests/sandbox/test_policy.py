@@ -142,3 +142,24 @@ def test_await_in_a_plain_function_is_a_syntax_error() -> None:
     """It lets CPython's compiler reject await outside async functions, with the program line."""
     with pytest.raises(ProgramSyntaxError, match="line 3"):
         compile_program("x = 1\ndef f():\n    await g()\n")
+
+
+@pytest.mark.parametrize("name", ["__post_init__", "__repr__", "__str__", "__init__", "__eq__"])
+def test_a_few_special_methods_may_be_defined_in_classes(name: str) -> None:
+    """It admits the reviewed special methods inside a class body only."""
+    compile_program(f"class C:\n    def {name}(self):\n        return 1\n")
+    assert _policy_errors(f"def {name}(self):\n    return 1\n")
+
+
+@pytest.mark.parametrize("name", ["__getattr__", "__del__", "__init_subclass__", "__class_getitem__",
+                                  "__format__", "__reduce__", "__enter__"])
+def test_other_special_methods_stay_rejected(name: str) -> None:
+    """It rejects special methods that host code could call implicitly."""
+    assert _policy_errors(f"class C:\n    def {name}(self):\n        return 1\n")
+
+
+def test_super_init_is_the_only_private_attribute_load() -> None:
+    """It routes super().__init__ through its hook and still rejects other __init__ loads."""
+    names = _names(compile_program("class C(B):\n    def __init__(self):\n        super().__init__()\n").code)
+    assert "_codemode_super_init_" in names
+    assert _policy_errors("x = C.__init__\n")

@@ -117,6 +117,32 @@ ATTACKS = [
         import string as again
         return again.digits
     """, mode="subprocess"),
+    Attack("super-init-hook-with-rebound-super", f"""
+        import json
+        super = lambda: json
+        super().__init__("json", {{"dumps": {_POISONED}}})
+        return json.dumps(1)
+    """, plain=f"""
+        from sandbox.facades import FACADES
+        json = FACADES["json"]
+        super = lambda: json
+        super().__init__("json", {{"dumps": {_POISONED}}})
+        return FACADES["json"].dumps(1)
+    """, mode="subprocess"),
+    Attack("subclass-facade-then-init", f"""
+        import json
+        class Evil(type(json)):
+            pass
+        Evil.__init__(json, "json", {{"dumps": {_POISONED}}})
+        return json.dumps(1)
+    """, plain=f"""
+        from sandbox.facades import FACADES
+        json = FACADES["json"]
+        class Evil(type(json)):
+            pass
+        Evil.__init__(json, "json", {{"dumps": {_POISONED}}})
+        return FACADES["json"].dumps(1)
+    """, mode="subprocess"),
     Attack("star-call-getattr", """
         g = getattr(*[lambda: 0, "__globals__"])
         return g["__builtins__"]["open"](SECRET_PATH).read()
