@@ -29,6 +29,7 @@ thread (``anyio.to_thread.run_sync``).
 from __future__ import annotations
 
 import ast
+import gc
 import json
 import os
 import sys
@@ -150,7 +151,15 @@ def _run_mypy(workdir: Path, cache_dir: Path) -> tuple[str, str, int]:
         str(cache_dir),
         str(workdir / _PROGRAM_FILE),
     ]
-    return api.run(arguments)
+    # mypy tunes process-wide state for itself (recursion limit, garbage-collector thresholds and
+    # state); the host keeps its own.
+    limit, thresholds, collecting = sys.getrecursionlimit(), gc.get_threshold(), gc.isenabled()
+    try:
+        return api.run(arguments)
+    finally:
+        sys.setrecursionlimit(limit)
+        gc.set_threshold(*thresholds)
+        (gc.enable if collecting else gc.disable)()
 
 
 def check_program(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 import sdk.check
 from sdk import Diagnostic, check_program
+from sdk._text import is_method_name, json_quote
 from sdk.check import HEADER_LINES
 from tests.sdk.support import obj, sig
 
@@ -245,3 +248,35 @@ def test_property_wrong_argument_line(check: Check, lead: list[str], wrong: str)
     bad = _errors(check(prefix + f'await tools.read_file({{"path": {wrong}}})\n'))
     assert [item.line for item in bad] == [line]
     assert check(prefix + 'await tools.read_file({"path": "ok"})\n') == []
+
+
+_CALLABLE_NAMES = st.lists(
+    st.text(st.sampled_from("ab_-.1é"), min_size=1, max_size=5),
+    min_size=1,
+    max_size=5,
+    unique=True,
+)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=_CALLABLE_NAMES)
+def test_property_declared_names_are_callable_and_nothing_else(mypy_cache: Path, names: list[str]) -> None:
+    """It accepts a call of every declared tool, in its declared form, and rejects an undeclared one."""
+    tools = [sig(name, obj({"x": {"type": "integer"}})) for name in names]
+    calls = [
+        f"await tools.{name}(x=1)" if is_method_name(name) else f"await tools[{json_quote(name)}]({{}})"
+        for name in names
+    ]
+    assert check_program("\n".join(calls), tools, cache_dir=mypy_cache) == []
+    undeclared = "zz" + "".join(name for name in names if name.isidentifier())
+    found = check_program(
+        f"await tools.{undeclared}()\nawait tools['zz-undeclared']({{}})", tools, cache_dir=mypy_cache
+    )
+    assert [item.line for item in _errors(found)] == [1, 2]
+
+
+def test_check_leaves_process_wide_settings_alone(check: Check) -> None:
+    """It restores the recursion limit and garbage-collector settings that mypy changes while it runs."""
+    before = (sys.getrecursionlimit(), gc.get_threshold(), gc.isenabled())
+    check("x = 1\n")
+    assert (sys.getrecursionlimit(), gc.get_threshold(), gc.isenabled()) == before
