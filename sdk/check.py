@@ -23,7 +23,8 @@ constructs ``FooArgs(...)`` is rightly reported as using an undefined name.
 Speed: mypy's cache lives in a per-user directory under the system temp dir (override with
 ``cache_dir``), so only the first check pays for analysing ``builtins``/``typing``; later checks take a
 few hundred milliseconds. The call is synchronous and blocking; from async code run it in a worker
-thread (``anyio.to_thread.run_sync``).
+thread (``anyio.to_thread.run_sync``). In-process mypy runs are serialised by a lock, and the
+process-wide settings mypy changes (recursion limit, garbage-collector tuning) are restored after each.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +60,8 @@ HEADER_LINES = len(_HEADER)
 """How many generated lines precede the program's first line in the wrapper module."""
 
 _PROGRAM_FILE = "program.py"
+# mypy is not re-entrant and changes process-wide settings while it runs: one in-process run at a time.
+_MYPY_LOCK = threading.Lock()
 _MAX_HINT_LINES = 6
 
 
@@ -153,13 +157,14 @@ def _run_mypy(workdir: Path, cache_dir: Path) -> tuple[str, str, int]:
     ]
     # mypy tunes process-wide state for itself (recursion limit, garbage-collector thresholds and
     # state); the host keeps its own.
-    limit, thresholds, collecting = sys.getrecursionlimit(), gc.get_threshold(), gc.isenabled()
-    try:
-        return api.run(arguments)
-    finally:
-        sys.setrecursionlimit(limit)
-        gc.set_threshold(*thresholds)
-        (gc.enable if collecting else gc.disable)()
+    with _MYPY_LOCK:
+        limit, thresholds, collecting = sys.getrecursionlimit(), gc.get_threshold(), gc.isenabled()
+        try:
+            return api.run(arguments)
+        finally:
+            sys.setrecursionlimit(limit)
+            gc.set_threshold(*thresholds)
+            (gc.enable if collecting else gc.disable)()
 
 
 def check_program(
@@ -174,6 +179,8 @@ def check_program(
     type-checks. Never raises for a bad program: a syntax error is reported at its own position without
     running mypy, and a checker crash becomes one ``error`` diagnostic on line 1.
     """
+    if not isinstance(source, str):
+        raise TypeError(f"check_program() needs the program as str, not {type(source).__name__}")
     text = source.replace("\r\n", "\n").replace("\r", "\n")
     syntax = _syntax_diagnostics(text)
     if syntax is not None:

@@ -280,3 +280,9 @@ def test_check_leaves_process_wide_settings_alone(check: Check) -> None:
     before = (sys.getrecursionlimit(), gc.get_threshold(), gc.isenabled())
     check("x = 1\n")
     assert (sys.getrecursionlimit(), gc.get_threshold(), gc.isenabled()) == before
+
+
+def test_non_text_program_is_a_clear_type_error(check: Check) -> None:
+    """It refuses a program that is not text with a TypeError naming the type."""
+    with pytest.raises(TypeError, match="not bytes"):
+        check(b"x = 1")  # type: ignore[arg-type]

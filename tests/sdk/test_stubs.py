@@ -94,10 +94,16 @@ def test_stub_passes_mypy_strict(tmp_path: Path, mypy_cache: Path) -> None:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(TOOL_SETS)
 def test_property_stub_always_parses(raw: list[tuple[str, str, Any, Any]]) -> None:
-    """It renders a parseable, UTF-8-encodable stub for any tool set."""
-    stub = render_stub_module(signatures(raw))
+    """It renders a parseable, UTF-8-encodable stub declaring exactly the prompt's public classes."""
+    tools = signatures(raw)
+    stub = render_stub_module(tools)
     stub.encode("utf-8")
-    ast.parse(stub, feature_version=(3, 11))
+    tree = ast.parse(stub, feature_version=(3, 11))
+    stub_classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    prompt_tree = ast.parse(declaration(*tools))
+    prompt_classes = {node.name for node in prompt_tree.body if isinstance(node, ast.ClassDef)}
+    assert prompt_classes - {"Tools"} <= stub_classes
+    assert {name for name in stub_classes - prompt_classes if not name.startswith("_")} == set()
 
 
 def test_write_stub_package_layout(tmp_path: Path) -> None:
