@@ -256,7 +256,9 @@ async def run_serve(args: argparse.Namespace) -> int:
             prefix: Literal["auto", "always"] = "always" if args.upstream_prefix else "auto"
             bridge = McpBridge(upstreams, prefix=prefix, taken=[d.name for d in definitions],
                                connect_timeout_s=args.upstream_timeout)
-            await rt.enter_async_context(bridge)  # the sessions live exactly as long as the runtime
+            # Entered after the runtime and closed before it, in this task: the sessions' task groups nest
+            # inside the runtime's lifetime (structured), and no session outlives the runtime.
+            await stack.enter_async_context(bridge)
             bridge.register(rt)
             agent = Agent("mcp")
             try:

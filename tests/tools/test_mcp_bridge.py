@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime import ToolRuntime
@@ -299,10 +299,9 @@ async def test_upstream_failures_are_error_results_and_the_host_survives(tmp_pat
     """It prefixes taken and reserved names, maps a JSON-RPC error and a dying upstream to error results,
     fails later calls fast and clearly, and still exits cleanly."""
     with (tmp_path / "tiny.err").open("w") as errlog, anyio.fail_after(60):
-        async with ToolRuntime() as rt:
-            bridge = McpBridge([UpstreamServer(sys.executable, (str(TINY),), name="tiny")], errlog=errlog,
-                               taken=["echo"])
-            await rt.enter_async_context(bridge)
+        tiny = McpBridge([UpstreamServer(sys.executable, (str(TINY),), name="tiny")], taken=["echo"],
+                         errlog=errlog)
+        async with ToolRuntime() as rt, tiny as bridge:
             bridge.register(rt)
             names = [tool.name for tool in bridge.tools]
             ok = await rt.execute("tiny_echo", {"text": "hi"})
@@ -330,8 +329,8 @@ print(listing["text"])
 return notes["structured"]["content"]
 """
     with anyio.fail_after(60):
-        async with PythonCodeRuntime() as code, ToolRuntime(mode="code", code_runtime=code) as rt:
-            bridge = await rt.enter_async_context(McpBridge([fs_server(fs_root, "fs")]))
+        async with (PythonCodeRuntime() as code, ToolRuntime(mode="code", code_runtime=code) as rt,
+                    McpBridge([fs_server(fs_root, "fs")]) as bridge):
             bridge.register(rt)
             result = await rt.execute("run_code", {"code": program, "description": "List and read files"})
     assert result.error is None
@@ -346,7 +345,7 @@ _SERVERS = st.lists(st.tuples(st.sampled_from(["a", "b", "a_2"]), st.lists(_NAME
                     max_size=4)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(servers=_SERVERS, taken=st.lists(_NAMES, max_size=3), always=st.booleans())
 def test_assigned_names_property(servers: list[tuple[str, list[str]]], taken: list[str],
                                  always: bool) -> None:
