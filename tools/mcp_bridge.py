@@ -30,7 +30,9 @@ are not handed on) plus any ``env`` given in the :class:`UpstreamServer`.
 
 Lifetime: the sessions (and the child processes) live exactly as long as the ``async with`` block; each
 session runs its reader tasks in its own task group inside the block, so nothing outlives it. Enter it
-inside ``async with ToolRuntime(...)`` so the runtime outlives no session it calls.
+right after the runtime, in the same task (``async with ToolRuntime() as rt, McpBridge(specs) as
+bridge: bridge.register(rt)``), so the sessions close before the runtime does; a call that still reaches a
+closed session is an error result ("no longer connected"), never a hang.
 
 Server side (``codemode serve``): :func:`serve_stdio` offers a runtime's tools over MCP stdio;
 :func:`add_serve_arguments` and :func:`run_serve` are the CLI entry (see :mod:`tools._mcp_server`).
