@@ -179,6 +179,11 @@ class McpBridge:
             raise UsageError(f"upstream MCP server `{shown}` could not be started: {exc}") from None
         return _Connected(spec, session, init.server_info, tools)
 
+    def _warn(self, message: str) -> None:
+        """Tell the operator (the upstreams' stderr log) about something skipped; never fails."""
+        with contextlib.suppress(Exception):
+            print(f"codemode: {message}", file=self._errlog or sys.stderr, flush=True)
+
     @staticmethod
     async def _list_tools(session: ClientSession) -> list[types.Tool]:
         tools: list[types.Tool] = []
@@ -193,6 +198,12 @@ class McpBridge:
         return tools
 
     def _build(self, connected: list[_Connected]) -> None:
+        for c in connected:
+            unnamed = [tool for tool in c.tools if not tool.name]
+            if unnamed:
+                server = c.spec.name or c.server_info.name
+                self._warn(f"skipping {len(unnamed)} unnamed tool(s) of upstream MCP server {server!r}")
+                c.tools = [tool for tool in c.tools if tool.name]
         servers = unique_server_names(
             [c.spec.name or server_slug(c.server_info.name) for c in connected]
         )
@@ -205,9 +216,13 @@ class McpBridge:
         for server, c, chosen in zip(servers, connected, names, strict=True):
             call = _caller(c.session)
             for tool, name in zip(c.tools, chosen, strict=True):
-                definition = bridged_definition(
-                    tool, name=name, server=server, call=call, timeout_s=self._call_timeout_s
-                )
+                try:
+                    definition = bridged_definition(
+                        tool, name=name, server=server, call=call, timeout_s=self._call_timeout_s
+                    )
+                except UsageError as exc:  # one malformed upstream tool must not take the others down
+                    self._warn(f"skipping tool {tool.name!r} of upstream MCP server {server!r}: {exc}")
+                    continue
                 built.append(UpstreamTool(name, server, tool.name, definition))
         self.server_names = tuple(servers)
         self.tools = tuple(built)

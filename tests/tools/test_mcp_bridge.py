@@ -309,6 +309,8 @@ async def test_upstream_failures_are_error_results_and_the_host_survives(tmp_pat
             died = await rt.execute("die", {})
             after = await rt.execute("tiny_echo", {"text": "again"})
     assert names == ["tiny_echo", "boom", "die", "tiny_run_code"]
+    warning = "codemode: skipping 1 unnamed tool(s) of upstream MCP server 'tiny'"
+    assert warning in (tmp_path / "tiny.err").read_text()
     assert ok.value == {"text": "hi", "content": [{"type": "text", "text": "hi"}]}
     assert boom.error is not None
     assert boom.error.code == "TOOL_FAILED"
