@@ -106,9 +106,13 @@ def _tie_key(signature: ToolSignature) -> tuple[str, str, str]:
 
 
 def _ordered(signatures: Iterable[ToolSignature]) -> list[ToolSignature]:
-    """Signatures by name in UTF-16 order; same-named ones (rare) by content, so order never matters."""
+    """Signatures by name in UTF-16 order; same-named ones (rare) by content, so order never matters.
+
+    Entries without a ``name`` attribute are not signatures and are skipped.
+    """
     ordered: list[ToolSignature] = []
-    for _, group in groupby(sorted(signatures, key=_name_key), key=_name_key):
+    named = [signature for signature in signatures if hasattr(signature, "name")]
+    for _, group in groupby(sorted(named, key=_name_key), key=_name_key):
         members = list(group)
         ordered.extend(sorted(members, key=_tie_key) if len(members) > 1 else members)
     return ordered

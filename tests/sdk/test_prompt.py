@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime import errors as runtime_errors
-from sdk import render_python_sdk
+from sdk import ToolSignature, render_python_sdk
 from sdk._declarations import tool_camel
 from sdk._text import is_method_name, json_quote
 from sdk.prompt import ERROR_CODES, INSTRUCTIONS
@@ -382,3 +382,17 @@ def test_property_every_tool_is_declared_once_in_the_right_form(raw: list[tuple[
             assert (len(methods), len(comments)) == (1, 0)
         else:
             assert (len(methods), len(comments)) == (0, 1)
+
+
+def test_non_signatures_are_skipped_and_odd_fields_tolerated() -> None:
+    """It skips entries that are not signatures and renders odd field values without raising."""
+    odd = ToolSignature(name=5, description=None, parameters=None, output_schema=[])  # type: ignore[arg-type]
+    text = declaration(None, "text", odd)  # type: ignore[arg-type]
+    assert _tools_body(text) == ["    pass", '    # tools["5"](args: Any) -> Any']
+
+
+def test_duplicate_names_keep_one_declaration_whatever_the_order() -> None:
+    """It declares a repeated name once, choosing the same signature for any input order."""
+    first, second = sig("dup", description="one"), sig("dup", description="two")
+    assert declaration(first, second) == declaration(second, first)
+    assert declaration(first, second).count("async def dup(") == 1
