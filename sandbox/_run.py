@@ -41,6 +41,7 @@ from .worker import EXIT_MEMORY
 __all__ = (
     "CallTool",
     "CancelLike",
+    "CpuWatch",
     "OnLog",
     "execute_run",
 )
@@ -90,7 +91,8 @@ class _RunState:
             self.error = RunError(kind, message)
 
     async def send(self, frame: dict[str, Any]) -> None:
-        data = memoryview(encode_frame(frame))
+        # Every frame the host sends is built from checked parts (tool values are snapshotted).
+        data = memoryview(encode_frame(frame, validate=False))
         sock = self.worker.channel
         async with self.send_lock:
             while data:
@@ -255,7 +257,8 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
                       call_tool: CallTool, limits: SandboxLimits, cancel: CancelLike | None,
                       on_log: OnLog | None, persist: bool, started: float,
                       session_restarted: bool = False,
-                      retire: Callable[[WorkerHandle], bool] | None = None) -> RunResult:
+                      retire: Callable[[WorkerHandle], bool] | None = None,
+                      cpu_watch: CpuWatch | None = None) -> RunResult:
     """Run ``program`` on ``worker`` and return its result.
 
     The worker is killed and reaped unless it is a session worker (``persist``) that sent ``done``.
@@ -275,7 +278,8 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
                                "log_bytes": limits.log_bytes, "result_bytes": limits.result_bytes,
                                "frame_bytes": limits.frame_bytes},
                 })
-                task_group.start_soon(_watch_cpu, worker, state, task_group)
+                if cpu_watch is not None:
+                    cpu_watch.add(worker, state, task_group.cancel_scope)
                 if cancel is not None:
                     task_group.start_soon(_watch_cancel, cancel, state, task_group)
                 await state.pump(task_group)
@@ -290,6 +294,8 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
             if retire is None or not retire(worker):
                 await worker.kill()
     finally:
+        if cpu_watch is not None:
+            cpu_watch.remove(state)
         if not keep_worker:
             with anyio.CancelScope(shield=True):
                 await worker.kill_and_reap()
@@ -301,21 +307,42 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
 _CPU_POLL: Final = 0.05
 
 
-async def _watch_cpu(worker: WorkerHandle, state: _RunState, task_group: anyio.abc.TaskGroup) -> None:
-    """Enforce the CPU budget to the poll interval (RLIMIT_CPU only has whole seconds)."""
-    baseline = worker.take_cpu_mark()
-    if baseline is None:
-        return
-    budget = state.limits.cpu_seconds
-    while True:
-        await anyio.sleep(_CPU_POLL)
-        used = worker.cpu_now()
-        if used is None:
-            return
-        if used - baseline >= budget:
-            state.fail("cpu-limit", _cpu_message(budget))
-            task_group.cancel_scope.cancel()
-            return
+class CpuWatch:
+    """One task that enforces the CPU budget of every run in flight, to the poll interval.
+
+    ``RLIMIT_CPU`` only counts whole seconds (and stays as the backstop); this polls each worker's
+    CPU time in /proc and ends a run whose usage since it started reaches its budget. A single
+    watcher per sandbox keeps the cost of a run independent of this bookkeeping.
+    """
+
+    def __init__(self) -> None:
+        self._runs: dict[_RunState, tuple[WorkerHandle, anyio.CancelScope, float]] = {}
+        self._wake = anyio.Event()
+
+    def add(self, worker: WorkerHandle, state: _RunState, scope: anyio.CancelScope) -> None:
+        baseline = worker.take_cpu_mark()
+        if baseline is not None:
+            self._runs[state] = (worker, scope, baseline)
+            self._wake.set()
+
+    def remove(self, state: _RunState) -> None:
+        self._runs.pop(state, None)
+
+    async def serve(self) -> None:
+        """Poll while runs are in flight; sleep on an event otherwise (never returns)."""
+        while True:
+            if not self._runs:
+                await self._wake.wait()
+                self._wake = anyio.Event()
+            await anyio.sleep(_CPU_POLL)
+            for state, (worker, scope, baseline) in list(self._runs.items()):
+                used = worker.cpu_now()
+                if used is None:
+                    self._runs.pop(state, None)
+                elif used - baseline >= state.limits.cpu_seconds:
+                    self._runs.pop(state, None)
+                    state.fail("cpu-limit", _cpu_message(state.limits.cpu_seconds))
+                    scope.cancel()
 
 
 def _cpu_message(budget: float) -> str:

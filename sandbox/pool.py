@@ -22,7 +22,7 @@ import anyio
 import anyio.abc
 
 from ._isolate import OPTIONAL_LAYERS
-from ._run import CallTool, CancelLike, OnLog, execute_run
+from ._run import CallTool, CancelLike, CpuWatch, OnLog, execute_run
 from .errors import SandboxClosedError, SandboxStartError, SandboxUsageError
 from .host import DEFAULT_EXECUTOR, TemplateProcess, WorkerHandle
 from .limits import DEFAULT_LIMITS, SandboxLimits
@@ -66,6 +66,7 @@ class Sandbox:
         self._quiet = anyio.Event()
         self._quiet.set()
         self._sessions: set[SandboxSession] = set()
+        self._cpu_watch = CpuWatch()
         self._stack: contextlib.AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._open = False
@@ -87,6 +88,7 @@ class Sandbox:
         self._retired_in, self._retired_out = anyio.create_memory_object_stream[WorkerHandle](1024)
         self._task_group.start_soon(self._refill)
         self._task_group.start_soon(self._reap_retired)
+        self._task_group.start_soon(self._cpu_watch.serve)
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -190,7 +192,8 @@ class Sandbox:
             raise SandboxClosedError("the sandbox is closed; open sessions inside 'async with Sandbox()'")
         if limits is not None and not isinstance(limits, SandboxLimits):
             raise SandboxUsageError("limits must be a SandboxLimits value")
-        session = SandboxSession(self._acquire, limits or self.limits, self._sessions.discard)
+        session = SandboxSession(self._acquire, limits or self.limits, self._sessions.discard,
+                                 self._cpu_watch)
         self._sessions.add(session)
         return session
 
@@ -225,7 +228,8 @@ class Sandbox:
                 return _failed("worker-exit", f"no worker could be started: {exc.message}", started)
             return await execute_run(worker, program=program, tool_names=names, call_tool=call_tool,
                                      limits=limits or self.limits, cancel=cancel, on_log=on_log,
-                                     persist=False, started=started, retire=self._retire)
+                                     persist=False, started=started, retire=self._retire,
+                                     cpu_watch=self._cpu_watch)
         finally:
             self._active -= 1
             if not self._active:

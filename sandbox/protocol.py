@@ -105,9 +105,12 @@ class DoneFrame:
 WorkerFrame: TypeAlias = ReadyFrame | CallFrame | LogFrame | DoneFrame
 
 
-def encode_frame(frame: dict[str, Any]) -> bytes:
-    """Encode one frame (a lossless JSON object) with its length header."""
-    body = dumps(frame, validate=True).encode("utf-8", "surrogatepass")
+def encode_frame(frame: dict[str, Any], *, validate: bool = True) -> bytes:
+    """Encode one frame (a lossless JSON object) with its length header.
+
+    ``validate=False`` skips the lossless check for frames built only from already-checked parts.
+    """
+    body = dumps(frame, validate=validate).encode("utf-8", "surrogatepass")
     return HEADER.pack(len(body)) + body
 
 

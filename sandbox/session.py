@@ -16,7 +16,7 @@ from types import TracebackType
 
 import anyio
 
-from ._run import CallTool, CancelLike, OnLog, execute_run
+from ._run import CallTool, CancelLike, CpuWatch, OnLog, execute_run
 from .errors import SandboxStartError, SessionClosedError
 from .host import WorkerHandle
 from .limits import SandboxLimits
@@ -29,8 +29,9 @@ class SandboxSession:
     """One persistent worker and its globals; use with ``async with`` and pass to ``Sandbox.run``."""
 
     def __init__(self, acquire: Callable[[], Awaitable[WorkerHandle]], limits: SandboxLimits,
-                 on_close: Callable[[SandboxSession], None]) -> None:
+                 on_close: Callable[[SandboxSession], None], cpu_watch: CpuWatch | None = None) -> None:
         self._acquire = acquire
+        self._cpu_watch = cpu_watch
         self.limits = limits
         self._on_close = on_close
         self._worker: WorkerHandle | None = None
@@ -81,7 +82,7 @@ class SandboxSession:
             return await execute_run(self._worker, program=program, tool_names=tool_names,
                                      call_tool=call_tool, limits=limits or self.limits, cancel=cancel,
                                      on_log=on_log, persist=True, started=begun,
-                                     session_restarted=restarted)
+                                     session_restarted=restarted, cpu_watch=self._cpu_watch)
 
 
 def _start_failed(exc: SandboxStartError, started: float) -> RunResult:
