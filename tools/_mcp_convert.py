@@ -21,9 +21,9 @@ from runtime.results import ToolResult
 from runtime.schema import check_schema
 from sandbox.lossless import dumps, is_lossless, thaw
 
-__all__ = (
-    "ERROR_META_KEY",
+__all__ = (  # noqa: RUF022 (plain sorted order, as tests/test_public_api.py checks for packages)
     "CallUpstream",
+    "ERROR_META_KEY",
     "bridged_definition",
     "output_schema_for",
     "to_call_tool_result",

@@ -45,7 +45,17 @@ from sandbox.lossless import thaw
 from ._mcp_client import McpBridge, parse_upstream
 from ._mcp_convert import to_call_tool_result
 
-__all__ = ("add_serve_arguments", "build_server", "run_serve", "serve_stdio")
+__all__ = (
+    "SDK_PROMPT",
+    "SDK_URI",
+    "add_serve_arguments",
+    "build_server",
+    "load_toolset",
+    "run_serve",
+    "sdk_text",
+    "serve_main",
+    "serve_stdio",
+)
 
 SDK_PROMPT = "codemode_sdk"
 SDK_URI = "codemode://sdk"

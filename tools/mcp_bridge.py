@@ -44,13 +44,19 @@ from ._mcp_client import McpBridge as McpBridge
 from ._mcp_client import UpstreamServer as UpstreamServer
 from ._mcp_client import UpstreamTool as UpstreamTool
 from ._mcp_client import parse_upstream as parse_upstream
+from ._mcp_convert import ERROR_META_KEY as ERROR_META_KEY
+from ._mcp_server import SDK_PROMPT as SDK_PROMPT
+from ._mcp_server import SDK_URI as SDK_URI
 from ._mcp_server import add_serve_arguments as add_serve_arguments
 from ._mcp_server import build_server as build_server
 from ._mcp_server import run_serve as run_serve
 from ._mcp_server import serve_stdio as serve_stdio
 
-__all__ = (
+__all__ = (  # noqa: RUF022 (plain sorted order, as tests/test_public_api.py checks for packages)
+    "ERROR_META_KEY",
     "McpBridge",
+    "SDK_PROMPT",
+    "SDK_URI",
     "UpstreamServer",
     "UpstreamTool",
     "add_serve_arguments",

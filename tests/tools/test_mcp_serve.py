@@ -20,8 +20,7 @@ import pytest
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 
 from runtime import Agent, ToolRuntime
-from tools._mcp_convert import ERROR_META_KEY
-from tools.mcp_bridge import add_serve_arguments, build_server, run_serve
+from tools.mcp_bridge import ERROR_META_KEY, SDK_PROMPT, SDK_URI, add_serve_arguments, build_server, run_serve
 from tools.run_code import PythonCodeRuntime
 from tools.workspace import workspace_tools
 
@@ -113,9 +112,9 @@ async def test_code_mode_offers_run_code_with_the_sdk(workspace: Path) -> None:
         async with serving(workspace, mode="code") as client:
             listed = await client.list_tools()
             prompts = await client.list_prompts()
-            prompt = await client.get_prompt("codemode_sdk")
+            prompt = await client.get_prompt(SDK_PROMPT)
             resources = await client.list_resources()
-            resource = await client.read_resource("codemode://sdk")
+            resource = await client.read_resource(SDK_URI)
             ran = await client.call_tool("run_code", {"code": PROGRAM, "description": "Read the notes"})
             direct = await client.call_tool("read_text", {"path": "docs/notes.md"})
     assert [tool.name for tool in listed.tools] == ["run_code"]
