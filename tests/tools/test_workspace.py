@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 from collections.abc import AsyncIterator, Iterator
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from runtime import ResourceClaims, ToolRuntime
 from runtime.errors import ToolArgsError, ToolDeniedError, ToolError, ToolExecutionError, UsageError
+from runtime.scheduler import ToolCallRequest, execute_tool_calls
 from tools.workspace import Workspace, WorkspaceLimits, workspace_tools
 
 SECRET = "top secret, outside the root\n"
@@ -601,3 +603,22 @@ def test_missing_directories_are_clear_failures(ws: Workspace, call: str) -> Non
     """It names a missing directory given to list_files or grep."""
     with pytest.raises(ToolExecutionError, match="'nope' does not exist"):
         ws.list_files("nope") if call == "list" else ws.grep("x", "nope")
+
+
+@pytest.mark.anyio
+async def test_a_turn_of_mixed_calls_sees_its_own_writes_in_order(rt: ToolRuntime) -> None:
+    """It lets the scheduler overlap by claims while a read still sees the write submitted before it."""
+    calls = [
+        ToolCallRequest("1", "write_text", json.dumps({"path": "a.txt", "text": "v1"})),
+        ToolCallRequest("2", "write_text", json.dumps({"path": "b.txt", "text": "b"})),
+        ToolCallRequest("3", "read_text", json.dumps({"path": "a.txt"})),
+        ToolCallRequest("4", "write_text", json.dumps({"path": "a.txt", "text": "v2"})),
+        ToolCallRequest("5", "read_text", json.dumps({"path": "a.txt"})),
+        ToolCallRequest("6", "list_files", "{}"),
+    ]
+    with anyio.fail_after(20):
+        results = await execute_tool_calls(rt, calls)
+    assert [r.error for r in results] == [None] * 6
+    assert results[2].value["text"] == "v1"
+    assert results[4].value["text"] == "v2"
+    assert {"a.txt", "b.txt"} <= set(results[5].value["files"])
