@@ -219,6 +219,10 @@ class Workspace:
             raise UsageError(f"workspace root {str(resolved)!r} is not a directory")
         self.root = resolved
         self.limits = limits or DEFAULT_LIMITS
+        # Absolute link targets may name the root by its resolved path or by the path it was given as
+        # (e.g. through a symlinked parent); either way the rest is resolved from the root's descriptor.
+        given = os.path.normpath(os.path.abspath(os.fspath(root)))
+        self._root_names = tuple(dict.fromkeys([str(resolved), given]))
 
     # -- resolution -------------------------------------------------------------------------------
 
@@ -285,15 +289,14 @@ class Workspace:
         """Components to resolve in place of the link ``part``; refuses targets outside the root."""
         if "\x00" in target or target == "":
             raise _denied(f"{shown!r}: symbolic link {walk.relative(part)!r} has an unusable target")
+        outside = f"{shown!r}: symbolic link {walk.relative(part)!r} points outside the workspace root"
         if target.startswith("/"):
             absolute = os.path.normpath(target)
-            root = str(self.root)
-            if absolute != root and not absolute.startswith(root.rstrip("/") + "/"):
-                raise _denied(
-                    f"{shown!r}: symbolic link {walk.relative(part)!r} points outside the workspace root"
-                )
-            walk.reset()
-            return [p for p in absolute[len(root) :].split("/") if p]
+            for root in self._root_names:
+                if absolute == root or absolute.startswith(root.rstrip("/") + "/"):
+                    walk.reset()
+                    return [p for p in absolute[len(root) :].split("/") if p]
+            raise _denied(outside)
         depth = len(walk.logical)
         for piece in target.split("/"):
             if piece == "..":
@@ -301,9 +304,7 @@ class Workspace:
             elif piece not in ("", "."):
                 depth += 1
             if depth < 0:
-                raise _denied(
-                    f"{shown!r}: symbolic link {walk.relative(part)!r} points outside the workspace root"
-                )
+                raise _denied(outside)
         return [p for p in target.split("/") if p]
 
     @staticmethod

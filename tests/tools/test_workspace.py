@@ -622,3 +622,18 @@ async def test_a_turn_of_mixed_calls_sees_its_own_writes_in_order(rt: ToolRuntim
     assert results[2].value["text"] == "v1"
     assert results[4].value["text"] == "v2"
     assert {"a.txt", "b.txt"} <= set(results[5].value["files"])
+
+
+def test_absolute_links_may_name_the_root_as_it_was_given(tmp_path: Path) -> None:
+    """It accepts absolute link targets written with the unresolved root path (a symlinked parent)."""
+    real = tmp_path / "real"
+    (real / "ws").mkdir(parents=True)
+    (real / "ws" / "f.txt").write_text("via alias")
+    (tmp_path / "alias").symlink_to(real)
+    given = tmp_path / "alias" / "ws"
+    (real / "ws" / "link").symlink_to(given / "f.txt")
+    (real / "ws" / "escape").symlink_to(tmp_path / "alias" / "other")
+    ws = Workspace(given)
+    assert ws.read_text("link") == ("link", "via alias")
+    with pytest.raises(ToolDeniedError, match="points outside"):
+        ws.read_text("escape")
