@@ -26,6 +26,7 @@ from .limits import SandboxLimits
 from .lossless import JsonValue, LosslessJsonError, encoded_size, snapshot
 from .protocol import (
     LOG_TRUNCATION_MARKER,
+    MAX_VALUE_DEPTH,
     CallFrame,
     DoneFrame,
     FrameDecoder,
@@ -34,6 +35,7 @@ from .protocol import (
     ReadyFrame,
     encode_frame,
     parse_worker_frame,
+    value_depth,
 )
 from .results import ErrorKind, RunError, RunResult, RunStats
 from .worker import EXIT_MEMORY
@@ -167,12 +169,7 @@ class _RunState:
                 reply = _failure(frame.id, f"the tool handler failed ({type(exc).__name__})",
                                  "TOOL_FAILED")
             else:
-                try:
-                    reply = {"type": "reply", "id": frame.id, "ok": True,
-                             "value": snapshot(value, root="result")}
-                except LosslessJsonError as exc:
-                    reply = _failure(frame.id, f"the tool's result is not lossless JSON: {exc}",
-                                     "INVALID_TOOL_OUTPUT")
+                reply = _success(frame.id, value)
         await self.send(reply)
 
     # --- frames ----------------------------------------------------------------------------
@@ -230,6 +227,18 @@ class _RunState:
         with anyio.move_on_after(_EXIT_WAIT):
             await self.worker.exited.wait()
         self.fail(*_classify_exit(self.worker, self.limits))
+
+
+def _success(call_id: int, value: object) -> dict[str, Any]:
+    """A reply carrying a checked copy of the tool's value, or a failure saying why it cannot."""
+    try:
+        clean = snapshot(value, root="result")
+    except LosslessJsonError as exc:
+        return _failure(call_id, f"the tool's result is not lossless JSON: {exc}", "INVALID_TOOL_OUTPUT")
+    if value_depth(clean) > MAX_VALUE_DEPTH - 2:
+        return _failure(call_id, f"the tool's result nests deeper than {MAX_VALUE_DEPTH - 2} levels",
+                        "INVALID_TOOL_OUTPUT")
+    return {"type": "reply", "id": call_id, "ok": True, "value": clean}
 
 
 def _failure(call_id: int, message: str, code: str) -> dict[str, Any]:

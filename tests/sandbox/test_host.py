@@ -121,16 +121,30 @@ async def test_failed_calls_reach_the_program_as_errors(sandbox: Sandbox, progra
     assert "secret" not in repr(result)
 
 
-async def test_a_lossy_tool_result_is_refused(sandbox: Sandbox) -> None:
-    """It refuses to send a tool value that is not lossless JSON, and says why."""
-    async def lossy(name: str, args: JsonValue) -> Any:
-        return {"s": {1, 2}}
+def _deep(levels: int) -> JsonValue:
+    value: JsonValue = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"s": {1, 2}}, "the tool's result is not lossless JSON: result.s: set is not a JSON value"),
+        (_deep(5000), "the tool's result nests deeper than 398 levels"),
+    ],
+    ids=["lossy", "too-deep"],
+)
+async def test_an_unsendable_tool_result_is_refused(sandbox: Sandbox, value: Any, message: str) -> None:
+    """It refuses to send a tool value the worker could not decode, and says why."""
+    async def handler(name: str, args: JsonValue) -> Any:
+        return value
 
     program = "try:\n    await tools.echo({})\nexcept Exception as e:\n    return [str(e), e.code]"
     with anyio.fail_after(20):
-        result = await run(sandbox, program, call_tool=lossy)
-    assert result.value == ["the tool's result is not lossless JSON: result.s: set is not a JSON value",
-                            "INVALID_TOOL_OUTPUT"]
+        result = await run(sandbox, program, call_tool=handler)
+    assert result.value == [message, "INVALID_TOOL_OUTPUT"]
 
 
 def _same(a: Any, b: Any) -> bool:
