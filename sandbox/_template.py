@@ -35,7 +35,7 @@ from typing import Any, Final
 
 from . import _isolate, worker
 
-__all__ = ("main",)
+__all__ = ("WORKDIR_PREFIX", "main", "sweep_workdirs")
 
 _PR_SET_PDEATHSIG: Final = 1
 _PR_SET_CHILD_SUBREAPER: Final = 36
@@ -98,7 +98,7 @@ class _Template:
     def spawn(self, channel: int, message: dict[str, Any]) -> None:
         layers = frozenset(str(layer) for layer in message.get("layers", ()))
         try:
-            workdir = tempfile.mkdtemp(prefix=f"codemode-worker-{self.pid}-")
+            workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{self.pid}-")
             os.chmod(workdir, 0o555)
             pid = os.fork()
         except OSError as exc:
@@ -175,6 +175,46 @@ _LAZY_STDLIB: Final = (
 )
 
 
+WORKDIR_PREFIX: Final = "codemode-worker-"
+
+
+def sweep_workdirs(owner: int | None = None) -> None:
+    """Remove worker directories left behind by templates that died without cleaning up.
+
+    Directories are named ``codemode-worker-<template pid>-*``. With ``owner`` only that template's
+    are removed; otherwise those of every template pid that no longer exists. Only empty directories
+    go (``rmdir``), so nothing but a worker's untouched working directory can ever be deleted.
+    """
+    root = tempfile.gettempdir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(WORKDIR_PREFIX):
+            continue
+        pid_text = name[len(WORKDIR_PREFIX):].split("-", 1)[0]
+        if not pid_text.isdigit():
+            continue
+        pid = int(pid_text)
+        if owner is not None and pid != owner:
+            continue
+        if owner is None and _process_exists(pid):
+            continue
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.join(root, name))
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _prepare(executor_name: str) -> Any:
     """Import everything a worker needs before the first fork, so no worker pays for it."""
     for name in _LAZY_STDLIB:
@@ -210,6 +250,7 @@ def main(argv: list[str]) -> None:
         with contextlib.suppress(OSError):
             control.send(json.dumps({"op": "hello", "error": f"{type(exc).__name__}: {exc}"}).encode())
         sys.exit(1)
+    sweep_workdirs()
     _Template(control, executor).serve()
 
 

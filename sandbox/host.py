@@ -22,6 +22,7 @@ from typing import Any, Final
 import anyio
 import anyio.abc
 
+from ._template import sweep_workdirs
 from .errors import SandboxStartError
 from .protocol import FrameDecoder, ProtocolViolation, ReadyFrame, parse_worker_frame
 
@@ -326,3 +327,4 @@ class TemplateProcess:
                     process.kill()
                 await process.wait()
             await process.aclose()
+        sweep_workdirs(owner=process.pid)  # in case the template died without removing them

@@ -377,6 +377,7 @@ async def test_a_dead_template_fails_runs_cleanly_and_takes_its_workers_along() 
             result = await run(box, "return 1")
         assert result.error is not None and result.error.kind == "worker-exit"
         assert not any(pid_alive(pid) for pid in warm)
+    assert worker_dirs(box.template_pid) == set()  # the host removed what the template left
 
 
 async def test_grandchildren_die_with_their_worker() -> None:
