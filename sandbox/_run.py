@@ -52,6 +52,8 @@ CallTool = Callable[[str, JsonValue], Awaitable[JsonValue]]
 OnLog = Callable[[str], "Awaitable[None] | None"]
 
 _RECV_CHUNK: Final = 1 << 18
+#: Frames a run may send that the rules ignore (duplicate call ids, logs past the budget).
+_MAX_IGNORED: Final = 1000
 _EXIT_WAIT: Final = 2.0
 
 
@@ -84,6 +86,7 @@ class _RunState:
         self.error: RunError | None = None
         self.done: DoneFrame | None = None
         self.received_done = False
+        self.ignored = 0
         self.cpu_ms: float | None = None
         self.send_lock = anyio.Lock(fast_acquire=True)
         self.decoder = FrameDecoder(limits.frame_bytes)
@@ -111,6 +114,7 @@ class _RunState:
     async def add_log(self, frame: LogFrame) -> None:
         """Keep one entry if it fits the ledger (UTF-8 size + 1 per entry, as in the worker)."""
         if self.log_truncated:
+            self._ignored("log frames after the log budget was exhausted")
             return
         if frame.truncated:
             await self._truncate()
@@ -126,6 +130,12 @@ class _RunState:
             return
         self.log_left -= cost
         await self._keep(text)
+
+    def _ignored(self, what: str) -> None:
+        """Count frames ignored by rule; an honest worker sends (almost) none, a flood is a violation."""
+        self.ignored += 1
+        if self.ignored > _MAX_IGNORED:
+            raise ProtocolViolation(f"the worker kept sending {what} ({_MAX_IGNORED} ignored)")
 
     async def _truncate(self) -> None:
         self.log_truncated = True
@@ -144,6 +154,7 @@ class _RunState:
     # --- tool calls ------------------------------------------------------------------------
     def accept_call(self, frame: CallFrame) -> bool:
         if frame.id in self.seen_ids:
+            self._ignored("calls with an id already used")
             return False  # duplicate id: ignored, never answered twice
         self.seen_ids.add(frame.id)
         self.calls += 1

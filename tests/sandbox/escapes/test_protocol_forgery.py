@@ -132,6 +132,22 @@ async def test_duplicate_call_ids_are_served_once(forged: Sandbox) -> None:
     assert result.value == "ok" and calls == [{"n": 1}] and result.stats.tool_calls == 1
 
 
+@pytest.mark.parametrize(
+    ("flood", "needle"),
+    [
+        (frame({"type": "call", "id": 1, "name": "echo", "args": None}) * 1200, "an id already used"),
+        (frame({"type": "log", "text": "z" * 20}) * 1200, "after the log budget"),
+    ],
+    ids=["duplicate-calls", "logs-past-budget"],
+)
+async def test_floods_of_ignored_frames_end_the_run(forged: Sandbox, flood: bytes, needle: str) -> None:
+    """It stops reading a worker that floods frames the rules ignore, as a protocol violation."""
+    with anyio.fail_after(30):
+        result = await run(forged, writer(flood), limits=LIMITS.replace(log_bytes=1000), call_tool=echo_tool)
+    assert result.error is not None and result.error.kind == "protocol" and needle in result.error.message
+    assert result.stats.tool_calls <= 1
+
+
 async def test_forged_calls_to_undeclared_tools_never_reach_the_handler(forged: Sandbox) -> None:
     """It answers a forged call naming an undeclared tool with an error, without calling the handler."""
     calls: list[str] = []
