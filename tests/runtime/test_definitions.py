@@ -219,3 +219,33 @@ def test_resource_claims_conflicts(left: ResourceClaims, right: ResourceClaims, 
     """It lets two calls overlap only when neither writes what the other touches."""
     assert left.conflicts_with(right) is conflict
     assert right.conflicts_with(left) is conflict
+
+
+_SAMPLES: dict[str, Any] = {"string": "s", "number": 1.5, "integer": 2, "boolean": True, "null": None,
+                            "json": {"any": [1]}}
+
+
+def _sample(node: dict[str, Any]) -> Any:
+    if node["type"] == "object":
+        return {key: _sample(child) for key, child in node["properties"].items()}
+    return _SAMPLES[node["type"]]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.dictionaries(names, st.tuples(specs, st.booleans()), min_size=1, max_size=5), st.data())
+def test_validation_properties_of_compiled_parameters(entries: dict[str, tuple[dict[str, Any], bool]],
+                                                      data: st.DataObject) -> None:
+    """It accepts generated valid arguments, names a dropped required key, and rejects non-objects."""
+    definition = _define(parameters={key: {**node, **({"required": True} if required else {})}
+                                     for key, (node, required) in entries.items()})
+    validate = definition.validate_arguments
+    assert validate is not None
+    valid = {key: _sample(node) for key, (node, _) in entries.items()}
+    assert validate(valid) == []
+    required = [key for key, (_, flag) in entries.items() if flag]
+    if required:
+        dropped = data.draw(st.sampled_from(required))
+        violations = validate({k: v for k, v in valid.items() if k != dropped})
+        assert f'missing required property "{dropped}"' in violations
+    non_object = data.draw(st.one_of(st.none(), st.integers(), st.text(), st.lists(st.integers())))
+    assert validate(non_object) == ['"arguments" must be an object']
