@@ -17,6 +17,7 @@ and ``TARGET_PATH`` in its source are replaced by the paths of this test. The ha
 from __future__ import annotations
 
 import builtins
+import gc
 import os
 import sys
 import textwrap
@@ -136,6 +137,7 @@ class EscapeHarness:
 
     async def check(self, attack: Attack) -> None:
         plain_output = await self.run_plain(attack)
+        gc.collect()  # payloads leak files in reference cycles: close them while our filters apply
         assert self.goal_reached(plain_output), f"payload is not real under plain CPython: {plain_output}"
         if self.target_path.exists():
             self.target_path.unlink()
