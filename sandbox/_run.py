@@ -87,6 +87,7 @@ class _RunState:
         self.done: DoneFrame | None = None
         self.received_done = False
         self.ignored = 0
+        self.children = 0
         self.cpu_ms: float | None = None
         self.send_lock = anyio.Lock(fast_acquire=True)
         self.decoder = FrameDecoder(limits.frame_bytes)
@@ -205,13 +206,15 @@ class _RunState:
             self.fail("protocol", f"the worker broke the sandbox protocol: {exc}")
         except _Ended:
             pass
-        task_group.cancel_scope.cancel()
+        if self.children:  # tool calls in flight or the cancel watcher: stop them
+            task_group.cancel_scope.cancel()
 
     async def handle(self, frame: object, task_group: anyio.abc.TaskGroup) -> None:
         if isinstance(frame, LogFrame):
             await self.add_log(frame)
         elif isinstance(frame, CallFrame):
             if self.accept_call(frame):
+                self.children += 1
                 task_group.start_soon(self.serve_call, frame)
         elif isinstance(frame, DoneFrame):
             self._finish(frame)
@@ -301,6 +304,7 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
                 if cpu_watch is not None:
                     cpu_watch.add(worker, state, task_group.cancel_scope)
                 if cancel is not None:
+                    state.children += 1
                     task_group.start_soon(_watch_cancel, cancel, state, task_group)
                 await state.pump(task_group)
         if wall.cancelled_caught:
