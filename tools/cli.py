@@ -1,8 +1,10 @@
 """The ``codemode`` command line.
 
 Each subcommand is one ``_cmd_<name>(args) -> exit code`` function plus a ``_add_<name>(subparsers)``
-parser builder, listed in :data:`_COMMANDS`; they share the toolset loader (:func:`load_toolset`,
-``--toolset module:attr``, default the demo tools) and the runtime factory (:func:`open_runtime`).
+parser builder, listed in :data:`_COMMANDS`; subcommands living in other modules (``serve``) are listed
+in :data:`_LAZY_COMMANDS` and imported only when selected. They share the toolset loader
+(:func:`load_toolset`, ``--toolset module:attr``, default the demo tools) and the runtime factory
+(:func:`open_runtime`).
 
 Exit codes: 0 success, 1 the call/program failed (an error result), 2 usage errors (bad flags, bad JSON,
 an unloadable toolset, a mode that cannot work here). Usage errors are one line on stderr.
@@ -181,27 +183,61 @@ _COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace],
     "prompt": (_add_prompt, _cmd_prompt),
 }
 
+#: Subcommands implemented elsewhere, imported only when selected (their imports can be heavy):
+#: name -> (module, "add_arguments(parser)" function, "async run(args) -> exit code" function, help).
+_LAZY_COMMANDS: dict[str, tuple[str, str, str, str]] = {
+    "serve": ("tools.mcp_bridge", "add_serve_arguments", "run_serve",
+              "offer the tools (or run_code) as an MCP server on stdio"),
+}
 
-def _parser() -> argparse.ArgumentParser:
+
+def _lazy_handler(module: Any, run_name: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        code: int = anyio.run(getattr(module, run_name), args)
+        return code
+
+    return handler
+
+
+def _parser(selected: str | None = None) -> tuple[argparse.ArgumentParser,
+                                                  dict[str, Callable[[argparse.Namespace], int]]]:
     parser = argparse.ArgumentParser(prog="codemode", description="Code Mode runner for agent tools.")
     parser.add_argument("--version", action="version", version=f"codemode {_version()}")
     subparsers = parser.add_subparsers(dest="command")
-    for add, _ in _COMMANDS.values():
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
+    for name, (add, handler) in _COMMANDS.items():
         add(subparsers)
-    return parser
+        handlers[name] = handler
+    for name, (module_name, add_name, run_name, help_text) in _LAZY_COMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        if name != selected:
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise CliUsageError(f"{name} is not available in this installation: {exc}") from None
+        getattr(module, add_name)(sub)
+        handlers[name] = _lazy_handler(module, run_name)
+    return parser, handlers
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
-    parser = _parser()
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    selected = next((item for item in arguments if not item.startswith("-")), None)
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse already printed the usage message
+        parser, handlers = _parser(selected)
+    except CliUsageError as exc:
+        print(f"codemode {selected}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        args = parser.parse_args(arguments)
+    except SystemExit as exc:  # argparse already printed the usage message (or --help/--version)
         return exc.code if isinstance(exc.code, int) else 2
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    _, command = _COMMANDS[args.command]
+    command = handlers[args.command]
     try:
         return command(args)
     except CliUsageError as exc:

@@ -116,3 +116,17 @@ def test_code_mode_prompt_and_signposted_call(capsys: pytest.CaptureFixture[str]
     assert code == 1
     assert json.loads(out)["error"]["code"] == "UNKNOWN_TOOL"
     assert "from inside a `run_code` program" in json.loads(out)["error"]["message"]
+
+
+def test_serve_is_wired_lazily(capsys: pytest.CaptureFixture[str]) -> None:
+    """It lists serve in the help and builds its flags from the MCP bridge only when selected."""
+    code, out, _ = _run(capsys, "--help")
+    assert code == 0 and "serve" in out
+    code, out, _ = _run(capsys, "serve", "--help")
+    assert code == 0 and "--upstream" in out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """It prints the version and exits 0."""
+    code, out, _ = _run(capsys, "--version")
+    assert code == 0 and out.startswith("codemode ")
