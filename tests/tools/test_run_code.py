@@ -76,7 +76,8 @@ async def test_a_program_returns_logs_then_its_value(rt: ToolRuntime) -> None:
         (["x"], None, True, "x\nnull"),
         ([], [], True, "[]"),
         ([], {}, True, "{}"),
-        ([], [[[[[[1, 2]]]]]], True, "[\n  [\n    [\n      [\n        [\n          [1,2]\n        ]\n      ]\n    ]\n  ]\n]"),
+        ([], [[[[[[1, 2]]]]]], True,
+         "[\n  [\n    [\n      [\n        [\n          [1,2]\n        ]\n      ]\n    ]\n  ]\n]"),
     ],
 )
 def test_rendering_rules(logs: list[str], value: Any, has_value: bool, expected: str) -> None:
