@@ -192,3 +192,43 @@ def test_bool_never_equals_a_number(flag: bool, number: int) -> None:
     assert not json_equal(number, flag)
     assert validate_value({"type": "integer", "enum": [number]}, number) == []
     assert validate_value({"type": "boolean", "const": flag}, number) != []
+
+
+subset_schemas = st.recursive(
+    st.sampled_from([{"type": "string"}, {"type": "number"}, {"type": "integer"}, {"type": "boolean"},
+                     {"type": "null"}, {}, {"type": "integer", "enum": [1, 2]},
+                     {"type": "boolean", "const": True}, {"type": "array"}, {"type": "object"}]),
+    lambda children: (
+        st.builds(lambda items: {"type": "array", "items": items}, children)
+        | st.builds(lambda props, closed, req: {"type": "object", "properties": props,
+                                                "additionalProperties": closed,
+                                                "required": [k for k in props if req]},
+                    st.dictionaries(st.sampled_from("abc"), children, max_size=3), st.booleans(),
+                    st.booleans())
+        | st.builds(lambda a, b: {"oneOf": [a, b]}, children, children)
+    ),
+    max_leaves=8,
+)
+subset_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=True) | st.sampled_from(["x", ""]),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from("abcd"), c, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(subset_schemas, subset_values)
+def test_fast_validation_agrees_with_the_full_walk(schema: dict[str, Any], value: Any) -> None:
+    """It gives exactly the full validator's answer (the fast path only skips work)."""
+    from runtime._fast import freeze, validate_fast
+    from sandbox.lossless import snapshot
+
+    assert check_schema(schema) == []
+    assert validate_fast(schema, value, "value") == validate_value(schema, value, "value")
+    try:
+        expected = snapshot(value, freeze=True)
+    except Exception as exc:
+        with pytest.raises(type(exc)):
+            freeze(value)
+    else:
+        assert freeze(value) == expected
