@@ -9,7 +9,10 @@ process and the same run: CPU time, best of ``--repeat`` interleaved rounds:
   commits, the rolling pool of ``max_parallel_tool_calls`` workers) for an agent, so including the
   ``tool/call``/``tool/result`` events appended to its log;
 * ``turn_no_log``: the same batch without an agent (scheduling only, no event log);
-* ``sub-lane``: the same calls submitted concurrently through one ``open_sub_lane``.
+* ``sub-lane``: the same calls submitted concurrently through one ``open_sub_lane``, one task per
+  program call as the sandbox host does;
+* ``spawn``: spawning those per-call tasks around a no-op (the program side's cost, not the lane's),
+  subtracted in ``sub-lane (own)``.
 
 Reported ratios: ``turn / pipeline`` is the scheduler's own overhead on top of the pipeline it drives
 (target <= 5x); ``turn / body`` is the whole cost relative to calling the bodies directly.
@@ -94,13 +97,22 @@ async def measure(calls: int, repeat: int) -> dict[str, float]:
                 for _ in range(calls):
                     group.start_soon(lane.submit, "noop", {})
 
+        async def _nothing(name: str, args: Any) -> None:
+            return None
+
+        async def spawn() -> None:
+            async with anyio.create_task_group() as group:
+                for _ in range(calls):
+                    group.start_soon(_nothing, "noop", {})
+
         await turn()  # warm up
         best = await _best(repeat, {"body": body, "pipeline": pipeline, "turn": turn,
-                                    "turn_no_log": turn_no_log, "sub_lane": sub_lane})
+                                    "turn_no_log": turn_no_log, "sub_lane": sub_lane, "spawn": spawn})
         seconds = {name: value / calls for name, value in best.items()}
     seconds["turn_over_pipeline"] = seconds["turn"] / seconds["pipeline"]
     seconds["turn_no_log_over_pipeline"] = seconds["turn_no_log"] / seconds["pipeline"]
-    seconds["sub_lane_over_pipeline"] = seconds["sub_lane"] / seconds["pipeline"]
+    seconds["sub_lane_own"] = seconds["sub_lane"] - seconds["spawn"]
+    seconds["sub_lane_own_over_pipeline"] = seconds["sub_lane_own"] / seconds["pipeline"]
     seconds["turn_over_body"] = seconds["turn"] / seconds["body"]
     return seconds
 
@@ -115,11 +127,11 @@ def main() -> None:
     if options.json:
         print(json.dumps(found))
         return
-    for name in ("body", "pipeline", "turn", "turn_no_log", "sub_lane"):
+    for name in ("body", "pipeline", "turn", "turn_no_log", "sub_lane", "spawn", "sub_lane_own"):
         print(f"{name:>12}: {found[name] * 1e6:9.2f} us/call")
     print(f"turn / pipeline     = {found['turn_over_pipeline']:.2f}x (target <= 5x)")
     print(f"turn (no log) / pipeline = {found['turn_no_log_over_pipeline']:.2f}x")
-    print(f"sub-lane / pipeline = {found['sub_lane_over_pipeline']:.2f}x")
+    print(f"sub-lane (own) / pipeline = {found['sub_lane_own_over_pipeline']:.2f}x")
     print(f"turn / body         = {found['turn_over_body']:.1f}x")
 
 
