@@ -174,7 +174,7 @@ def _program_frames(exc: BaseException, compiled: CompiledProgram) -> list[str]:
 def _describe(exc: BaseException) -> str:
     try:
         message = str(exc)
-    except Exception:  # a str() that fails must not hide the error itself
+    except BaseException:  # a program __str__ that fails (even with SystemExit) must not hide the error
         message = "<unprintable message>"
     if len(message) > _MESSAGE_MAX:
         message = message[:_MESSAGE_MAX] + f"... ({len(message) - _MESSAGE_MAX} more characters)"

@@ -152,6 +152,20 @@ async def test_base_exceptions_are_program_failures(source: str) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("body", ["raise SystemExit", "return 1 / 0", "return 42"])
+async def test_a_failing_exception_str_still_reports_the_error(body: str) -> None:
+    """It reports an exception whose __str__ raises or returns a non-string as unprintable."""
+    outcome = await run(f"""
+        class Odd(Exception):
+            def __str__(self):
+                {body}
+        raise Odd()
+    """)
+    assert outcome.error_kind == "exception"
+    assert (outcome.error_message or "").endswith("Odd: <unprintable message>")
+
+
+@pytest.mark.anyio
 async def test_memory_error_is_a_memory_limit() -> None:
     """It reports a MemoryError that reaches the top as memory-limit."""
     outcome = await run("raise MemoryError('big')")
