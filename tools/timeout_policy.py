@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 
 from runtime.cancel import CancelSource
-from runtime.errors import ToolStalledError, ToolTimeoutError
+from runtime.errors import AbortedError, ToolStalledError, ToolTimeoutError
 from runtime.results import ToolResult
 from runtime.scope import Agent
 
@@ -150,7 +150,9 @@ class TimeoutPolicy:
             return self._stalled_result(timeout_ms, attempt)
         if attempt.failure is not None:
             raise attempt.failure
-        assert attempt.result is not None
+        if attempt.result is None:  # the runtime's task group was torn down under the adopted body
+            aborted = AbortedError("tool call aborted: the runtime closed while it was running")
+            return ToolResult.failure(aborted.code, aborted.message)
         if attempt.timed_out:
             error = ToolTimeoutError(timeout_ms)
             return ToolResult.failure(error.code, error.message,

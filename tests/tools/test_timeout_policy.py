@@ -290,3 +290,24 @@ async def test_a_run_code_program_sees_child_timeouts_and_stalls(finished: list[
         stalled = agent.events.of_type(TOOL_STALLED_EVENT)
         assert [e.data["call_id"] for e in stalled] == ["run:code:2"]
     assert "run:code:2" in finished  # the runtime awaited the stalled body before closing
+
+
+async def test_an_adopted_body_torn_down_with_the_runtime_reads_as_aborted() -> None:
+    """It reports ABORTED, not a crash, when the runtime's task group is torn down under the body."""
+    started: list[Any] = []
+    box: list[Any] = []
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as outer:
+            with pytest.raises((RuntimeError, ExceptionGroup)):
+                async with ToolRuntime() as runtime:
+                    runtime.register(_slow("budgeted", timeout_ms=5000, started=started))
+                    install_timeout_policy(runtime)
+
+                    async def call() -> None:
+                        box.append(await runtime.execute("budgeted", {"ms": 3000}))
+
+                    outer.start_soon(call)
+                    await _until(lambda: bool(started))
+                    raise RuntimeError("the host failed")
+    assert box[0].code == "ABORTED"
+    assert box[0].error.message == "tool call aborted: the runtime closed while it was running"
