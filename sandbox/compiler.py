@@ -180,11 +180,11 @@ def compile_program(source: str, *, filename: str = "<program>") -> CompiledProg
         raise _syntax(0, f"a program must be text (str), not {type(source).__name__}")
     tree = _parse(source, filename)
     collector = _TopLevelNames()
-    for stmt in tree.body:
-        collector.visit(stmt)
     module = _wrap(tree.body)
     policy = ProgramPolicy()
     try:
+        for stmt in tree.body:
+            collector.visit(stmt)
         policy.visit(module)
     except (RecursionError, MemoryError):
         raise ProgramPolicyError(CompileDiagnostics(("line 0: the program nests too deeply",))) from None
