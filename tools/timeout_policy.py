@@ -15,12 +15,13 @@ settle. If it has not, the call is settled *without* it as ``TOOL_STALLED`` and 
 
 What happens to the stuck body: it is never silently abandoned. To be able to settle a call without
 its body, the policy runs each budgeted call's inner stages in a task of the runtime's own task group
-(``rt.start_soon``, available while ``async with ToolRuntime(...) as rt`` is open) and waits for it
-there. A stalled body stays in that group: its cancel scope is already cancelled, so it stops at its
-next await; :attr:`TimeoutPolicy.stalled` lists it until it does, and the runtime awaits it when it
-exits, so nothing outlives ``aclose``. When the runtime is not entered no task can adopt the body: the
-policy then behaves like the reference (it still reports the stall, event and warning, when the grace
-period expires, but keeps awaiting the body).
+(``rt.start_soon``, available while ``async with ToolRuntime(...) as rt`` is open) and waits for their
+outcome. A stalled body stays in that group: it has been told to stop (its signal fired, its cancel
+scope is cancelled), :attr:`TimeoutPolicy.stalled` lists it until it does, its late outcome is dropped,
+and the runtime awaits it when it exits, so nothing outlives the runtime. If that task group is torn
+down under a body (the host failed), the call reads as ``ABORTED``. When the runtime is not entered no
+task can adopt the body: the policy then behaves like the reference (it still reports the stall, event
+and warning, when the grace period expires, but keeps awaiting the body).
 
 A genuine outer cancellation of the calling task (the host tearing the turn down) cancels the deadline
 signal too, so an adopted body is told to stop as well.
