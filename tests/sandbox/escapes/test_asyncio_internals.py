@@ -16,8 +16,9 @@ ATTACKS = [
     Attack("running-loop-subprocess", f"""
         import asyncio
         loop = asyncio.get_running_loop()
-        await loop.subprocess_shell(asyncio.SubprocessProtocol, {_COPY})
-        await asyncio.sleep(0.5)
+        transport, _ = await loop.subprocess_shell(asyncio.SubprocessProtocol, {_COPY})
+        while transport.get_returncode() is None:
+            await asyncio.sleep(0.01)
         return 1
     """, mode="subprocess"),
     Attack("coroutine-send-leaks-future-loop", f"""
@@ -27,8 +28,9 @@ ATTACKS = [
         c = a()
         fut = c.send(None)
         loop = fut.get_loop()
-        await loop.subprocess_shell(asyncio.SubprocessProtocol, {_COPY})
-        await asyncio.sleep(0.5)
+        transport, _ = await loop.subprocess_shell(asyncio.SubprocessProtocol, {_COPY})
+        while transport.get_returncode() is None:
+            await asyncio.sleep(0.01)
         return 1
     """, mode="subprocess"),
     Attack("coroutine-send-computed", f"""
@@ -38,8 +40,9 @@ ATTACKS = [
         c = a()
         fut = getattr(c, "send")(None)
         loop = getattr(fut, "get_loop")()
-        await loop.subprocess_shell(asyncio.SubprocessProtocol, {_COPY})
-        await asyncio.sleep(0.5)
+        transport, _ = await loop.subprocess_shell(asyncio.SubprocessProtocol, {_COPY})
+        while transport.get_returncode() is None:
+            await asyncio.sleep(0.01)
         return 1
     """, mode="subprocess"),
     Attack("coroutine-throw", """
@@ -64,8 +67,9 @@ ATTACKS = [
             c.throw(ValueError)
         except StopIteration:
             pass
-        await loop.subprocess_shell(asyncio.SubprocessProtocol, {_COPY})
-        await asyncio.sleep(0.5)
+        transport, _ = await loop.subprocess_shell(asyncio.SubprocessProtocol, {_COPY})
+        while transport.get_returncode() is None:
+            await asyncio.sleep(0.01)
         return 1
     """, mode="subprocess"),
     Attack("gather-future-loop", f"""
@@ -73,8 +77,9 @@ ATTACKS = [
         fut = asyncio.gather(asyncio.sleep(0))
         loop = fut.get_loop()
         await fut
-        await loop.subprocess_shell(asyncio.SubprocessProtocol, {_COPY})
-        await asyncio.sleep(0.5)
+        transport, _ = await loop.subprocess_shell(asyncio.SubprocessProtocol, {_COPY})
+        while transport.get_returncode() is None:
+            await asyncio.sleep(0.01)
         return 1
     """, mode="subprocess"),
     Attack("sleep-coroutine-frame", """
