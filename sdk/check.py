@@ -113,15 +113,22 @@ def _wrap(lines: list[str]) -> str:
     return "\n".join((*_HEADER, *body, _PREFIX + "pass", ""))
 
 
-def _to_program(record: dict[str, object], line_count: int) -> list[Diagnostic]:
+def _to_program(record: dict[str, object], lines: list[str]) -> list[Diagnostic]:
+    """One mypy JSON record in program coordinates (with its hint as notes), or nothing for the wrapper.
+
+    mypy's columns are exact on ASCII lines; on lines with non-ASCII text before the position they can
+    fall short, so columns are only clamped into the line, never invented.
+    """
     raw_line, raw_column = record.get("line"), record.get("column")
     if not isinstance(raw_line, int) or not isinstance(raw_column, int):
         return []
     line = raw_line - HEADER_LINES
     if line < 1:
         return []
-    line = min(line, max(line_count, 1))
-    column = max(raw_column - len(_PREFIX), 0) + 1
+    if line > len(lines):
+        line, column = max(len(lines), 1), 1
+    else:
+        column = min(max(raw_column - len(_PREFIX), 0) + 1, len(lines[line - 1]) + 1)
     severity: Severity = "note" if record.get("severity") == "note" else "error"
     code = record.get("code")
     code_text = code if isinstance(code, str) else None
@@ -202,7 +209,7 @@ def check_program(
         except ValueError:
             continue
         if isinstance(record, dict) and Path(str(record.get("file", ""))).name == _PROGRAM_FILE:
-            found.extend(_to_program(record, len(lines)))
+            found.extend(_to_program(record, lines))
     if status >= 2 and not found:
         detail = (stderr or stdout).strip().splitlines()
         message = detail[-1] if detail else f"exit status {status}"

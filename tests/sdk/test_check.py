@@ -286,3 +286,24 @@ def test_non_text_program_is_a_clear_type_error(check: Check) -> None:
     """It refuses a program that is not text with a TypeError naming the type."""
     with pytest.raises(TypeError, match="not bytes"):
         check(b"x = 1")  # type: ignore[arg-type]
+
+
+def test_columns_are_clamped_into_the_line(check: Check, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It never reports a column beyond the end of the program's line."""
+    record = {
+        "file": "program.py",
+        "line": HEADER_LINES + 1,
+        "column": 999,
+        "message": "m",
+        "severity": "error",
+    }
+    monkeypatch.setattr(sdk.check, "_run_mypy", lambda *_: (json.dumps(record) + "\n", "", 1))
+    assert check("x = 1") == [Diagnostic(1, 6, "error", "m", None)]
+
+
+def test_non_ascii_line_reports_the_right_line(check: Check) -> None:
+    """It reports an error on a line with non-ASCII text on that line, with a column inside it."""
+    source = 'é = "ééé"\nname = "路径"; text = await tools.read_file(path=3)\n'
+    [error] = _errors(check(source))
+    assert error.line == 2
+    assert 1 <= error.column <= len(source.split("\n")[1]) + 1
