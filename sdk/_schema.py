@@ -416,8 +416,8 @@ class _Renderer:
                 return _ANY
             return None
         fractions = self._checker and any(isinstance(v, float) and not v.is_integer() for v in accepted)
-        if fractions:
-            accepted = [v for v in accepted if not (isinstance(v, float) and not v.is_integer())]
+        if fractions:  # ``float`` covers every number of the enum, integral ones included
+            accepted = [v for v in accepted if isinstance(v, bool) or not isinstance(v, int | float)]
         rendered = _dedupe(text for text in (literal_value(value) for value in accepted) if text is not None)
         parts: list[str] = []
         if rendered == ["None"]:
