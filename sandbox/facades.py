@@ -61,6 +61,7 @@ from .guards import is_program_class, is_program_function, register_program_clas
 
 __all__ = (
     "ALLOWED_MODULES",
+    "CURRENT_TASKS",
     "FACADES",
     "ModuleFacade",
     "SafeAwaitable",
