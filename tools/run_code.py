@@ -120,28 +120,36 @@ def _present_call(args: Any) -> dict[str, Any]:
 
 
 LogObserver = Callable[[ToolContext, str], None]
+RunObserver = Callable[[ToolContext, RunResult], None]
 
 
 class PythonCodeRuntime:
     """The Python code runtime: ``ToolRuntime(mode="code", code_runtime=PythonCodeRuntime())``.
 
     It owns a :class:`sandbox.Sandbox` (a warm supply of isolated workers) unless one is passed in, and
-    must be entered (``async with``) before programs run; a ``ToolRuntime`` enters it for you when the
-    runtime itself is entered. ``limits`` are the per-run sandbox budgets. With
+    must be entered before programs run, outside the runtime that uses it::
+
+        async with PythonCodeRuntime() as code_runtime, ToolRuntime("code", code_runtime=code_runtime) as rt:
+            ...
+
+    ``limits`` are the per-run sandbox budgets. With
     ``persistent_sessions=True`` each agent keeps one sandbox session, so variables survive between its
     ``run_code`` calls (like a notebook); the agent's event log records the session (``code/session``).
-    ``on_log`` observes each printed line as it arrives (the CLI streams them).
+    ``on_log`` observes each printed line as it arrives (the CLI streams them); ``on_run`` observes each
+    finished run's :class:`sandbox.RunResult` (failure kind, logs, stats) before it becomes a tool result.
     """
 
     language = "python"
 
     def __init__(self, sandbox: Sandbox | None = None, *, limits: SandboxLimits | None = None,
-                 persistent_sessions: bool = False, on_log: LogObserver | None = None) -> None:
+                 persistent_sessions: bool = False, on_log: LogObserver | None = None,
+                 on_run: RunObserver | None = None) -> None:
         self._own_sandbox = sandbox is None
         self.sandbox = sandbox if sandbox is not None else Sandbox(limits)
         self.limits = limits
         self.persistent_sessions = persistent_sessions
         self.on_log = on_log
+        self.on_run = on_run
         self._sessions: dict[Scope | None, SandboxSession] = {}
         self._stack: contextlib.AsyncExitStack | None = None
 
@@ -204,8 +212,8 @@ class PythonCodeRuntime:
         if not args["description"].strip():
             raise ToolError("invalid description: expected a non-empty string")
         if self._stack is None:
-            raise ToolError("the Python code runtime is not running: enter it with 'async with' (a "
-                            "ToolRuntime entered with 'async with' enters its code runtime for you)")
+            raise ToolError("the Python code runtime is not running: enter it with 'async with' before "
+                            "the ToolRuntime that uses it")
         names = [definition.name for definition in rt.code_visible(ctx.agent)]
         observer = self.on_log
 
@@ -232,6 +240,8 @@ class PythonCodeRuntime:
             outcome: RunResult = await self.sandbox.run(
                 args["code"], tool_names=names, call_tool=call_tool, limits=self.limits,
                 cancel=ctx.cancel, on_log=on_log, session=session)
+        if self.on_run is not None:
+            self.on_run(ctx, outcome)
         if outcome.error is not None:
             raise CodeRunFailedError(outcome.error.kind, outcome.error.message, outcome.logs)
         value: dict[str, Any] = {"logs": list(outcome.logs)}

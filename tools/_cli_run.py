@@ -1,0 +1,101 @@
+"""``codemode run`` helpers: live progress on stderr, the child-call table and the ``--json`` shape.
+
+Kept apart from :mod:`tools.cli` so the parser module stays small; nothing here parses arguments.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from runtime import Agent, ToolCall, ToolContext, ToolResult
+from sandbox import RunResult
+from sandbox.lossless import thaw
+
+__all__ = ("RunReport", "dispatch_rows", "format_table", "run_json")
+
+
+@dataclass
+class RunReport:
+    """What one ``codemode run`` observed: the sandbox outcome, child-call timings, live progress.
+
+    ``progress`` (stderr unless ``--quiet``) receives each log line and each settled child call as it
+    happens, so a long program is never silent.
+    """
+
+    progress: TextIO | None = None
+    outcome: RunResult | None = None
+    started: dict[str, float] = field(default_factory=dict)
+    elapsed_ms: dict[str, float] = field(default_factory=dict)
+
+    def on_log(self, ctx: ToolContext, line: str) -> None:
+        if self.progress is not None:
+            print(f"  | {line}", file=self.progress, flush=True)
+
+    def on_run(self, ctx: ToolContext, outcome: RunResult) -> None:
+        self.outcome = outcome
+
+    async def around(self, call: ToolCall, call_next: Any) -> ToolResult:
+        """An around_execute hook timing child calls (those with a parent token)."""
+        if call.parent is None:
+            result: ToolResult = await call_next()
+            return result
+        start = time.perf_counter()
+        self.started[call.call_id] = start
+        result = await call_next()
+        elapsed = (time.perf_counter() - start) * 1000
+        self.elapsed_ms[call.call_id] = elapsed
+        if self.progress is not None:
+            status = result.error.code if result.is_error and result.error else "ok"
+            print(f"  > {call.call_id} {call.name} {status} {elapsed:.1f} ms", file=self.progress, flush=True)
+        return result
+
+
+def dispatch_rows(agent: Agent) -> list[dict[str, Any]]:
+    """The settled child calls of the agent's log: ``{"call_id", "name", "parent", "is_error"}``."""
+    return [
+        {"call_id": event.data["sub_call_id"], "name": event.data["name"],
+         "parent": event.data["parent_call_id"], "is_error": bool(event.data["is_error"])}
+        for event in agent.events.events if event.type == "tool/code-dispatch"
+    ]
+
+
+def format_table(rows: list[dict[str, Any]], elapsed_ms: dict[str, float]) -> str:
+    """A compact fixed-width table of child calls with their timings."""
+    header = ("call", "tool", "status", "ms")
+    lines = [(row["call_id"], row["name"], "error" if row["is_error"] else "ok",
+              f"{elapsed_ms.get(row['call_id'], 0.0):.1f}") for row in rows]
+    widths = [max(len(str(item[i])) for item in [header, *lines]) for i in range(4)]
+    out = []
+    for item in [header, *lines]:
+        out.append("  ".join(str(cell).ljust(width) if i < 3 else str(cell).rjust(width)
+                             for i, (cell, width) in enumerate(zip(item, widths, strict=True))))
+    return "\n".join(out)
+
+
+def run_json(result: ToolResult, report: RunReport, agent: Agent) -> dict[str, Any]:
+    """The pinned ``codemode run --json`` object."""
+    outcome = report.outcome
+    logs: list[str] = list(outcome.logs) if outcome is not None else []
+    value = thaw(result.value) if not result.is_error else None
+    error: dict[str, str] | None = None
+    if result.is_error:
+        if outcome is not None and outcome.error is not None:
+            error = {"kind": outcome.error.kind, "message": outcome.error.message}
+        else:
+            info = result.error
+            error = {"kind": (info.code if info else "TOOL_FAILED").lower().replace("_", "-"),
+                     "message": info.message if info else "run_code failed"}
+    return {
+        "is_error": result.is_error,
+        "logs": value["logs"] if value is not None else logs,
+        "result": value.get("result") if value is not None else None,
+        "error": error,
+        "dispatches": dispatch_rows(agent),
+    }
+
+
+def default_progress(quiet: bool) -> TextIO | None:
+    return None if quiet else sys.stderr
