@@ -75,11 +75,13 @@ def test_invalid_arguments_are_an_error_result(capsys: pytest.CaptureFixture[str
 
 
 def test_prompt_json_native(capsys: pytest.CaptureFixture[str]) -> None:
-    """It prints the offered demo tools lexicographically with their parameters, and no sections."""
+    """It prints the built-in tools lexicographically with their parameters, and no sections."""
     code, out, _ = _run(capsys, "prompt", "--json")
     payload: dict[str, Any] = json.loads(out)
     assert code == 0
-    assert [t["name"] for t in payload["tools"]] == ["add", "counter_increment", "echo", "fail", "sleep"]
+    assert [t["name"] for t in payload["tools"]] == [
+        "add", "counter_increment", "echo", "fail", "grep", "list_files", "read_text", "sleep", "todo_write",
+        "write_text"]
     assert set(payload["tools"][0]) == {"name", "description", "parameters"}
     assert payload["sections"] == []
 
