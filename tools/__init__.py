@@ -2,8 +2,65 @@
 workspace and MCP bridge, plus the ``codemode`` command line.
 
 Not to be confused with the ``tools`` object a sandboxed program sees (the SDK proxy).
+
+The MCP names (``McpBridge``, ``serve_stdio``, ...) are imported on first use: the ``mcp`` SDK is heavy
+and most users of this package never touch it.
 """
 
 from __future__ import annotations
 
-__all__ = ()
+import importlib
+from typing import Any
+
+from .demo import demo_tools as demo_tools
+from .repeat_reminder import RepeatReminder as RepeatReminder
+from .repeat_reminder import install_repeat_reminder as install_repeat_reminder
+from .run_code import PythonCodeRuntime as PythonCodeRuntime
+from .run_code import render_run_output as render_run_output
+from .run_code import signature_of as signature_of
+from .timeout_policy import TOOL_STALLED_EVENT as TOOL_STALLED_EVENT
+from .timeout_policy import TimeoutPolicy as TimeoutPolicy
+from .timeout_policy import install_timeout_policy as install_timeout_policy
+from .todo_write import latest_todos as latest_todos
+from .todo_write import todo_write_tool as todo_write_tool
+from .toolsets import default_toolset as default_toolset
+from .workspace import Workspace as Workspace
+from .workspace import WorkspaceLimits as WorkspaceLimits
+from .workspace import workspace_tools as workspace_tools
+
+_LAZY = dict.fromkeys(
+    ("McpBridge", "UpstreamServer", "add_serve_arguments", "parse_upstream", "run_serve", "serve_stdio"),
+    "tools.mcp_bridge")
+
+__all__ = (  # noqa: RUF022 (plain sorted order, as tests/test_public_api.py checks)
+    "McpBridge",
+    "PythonCodeRuntime",
+    "RepeatReminder",
+    "TOOL_STALLED_EVENT",
+    "TimeoutPolicy",
+    "UpstreamServer",
+    "Workspace",
+    "WorkspaceLimits",
+    "add_serve_arguments",
+    "default_toolset",
+    "demo_tools",
+    "install_repeat_reminder",
+    "install_timeout_policy",
+    "latest_todos",
+    "parse_upstream",
+    "render_run_output",
+    "run_serve",
+    "serve_stdio",
+    "signature_of",
+    "todo_write_tool",
+    "workspace_tools",
+)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tools' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
