@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib.metadata
 import json
 import math
@@ -131,28 +132,40 @@ async def _cold_once(name: str) -> None:
     peer = next(p for p in all_peers() if p.name == name)
     async with peer:
         value = await peer.run(by_name("trivial"))
+        print(f"first result {value}", flush=True)  # the parent times the arrival of this line
     assert value == 1, value
 
 
-def _time_command(command: list[str]) -> float:
+def _time_cold(command: list[str]) -> tuple[float, float]:
+    """Seconds from spawning ``command`` to its first output line, and to its exit."""
     start = time.perf_counter()
-    subprocess.run(command, check=True, cwd=_ROOT, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    process = subprocess.Popen(command, cwd=_ROOT, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    first = time.perf_counter() - start
+    process.stdout.read()
+    if process.wait(timeout=60) != 0 or not line.startswith("first result"):
+        raise subprocess.CalledProcessError(process.returncode, command)
+    return first, time.perf_counter() - start
 
 
 def measure_cold(settings: Settings, only: set[str] | None) -> dict[str, Any]:
-    """Fresh-process cold starts, and the ``python -c pass`` floor."""
-    found: dict[str, Any] = {"python -c pass": _summary(
-        [_time_command([sys.executable, "-c", "pass"]) for _ in range(settings.spawn_runs)])}
+    """Fresh-process cold starts (to the first result, and to the process exit), and the spawn floor."""
+    command = [sys.executable, "-c", "print('first result 1')"]
+    floor = [_time_cold(command) for _ in range(settings.spawn_runs)]
+    found: dict[str, Any] = {"python -c": {**_summary([f for f, _ in floor]),
+                                           "exit": _summary([e for _, e in floor])}}
     for name in _COLD_PEERS:
         if only and name not in only:
             continue
         print(f"-- cold {name}", file=sys.stderr, flush=True)
         try:
-            found[name] = _summary([_time_command([sys.executable, str(Path(__file__)), "--cold-one", name])
-                                    for _ in range(settings.cold_runs)])
+            samples = [_time_cold([sys.executable, str(Path(__file__)), "--cold-one", name])
+                       for _ in range(settings.cold_runs)]
         except subprocess.CalledProcessError as exc:
             found[name] = {"failed": str(exc)}
+            continue
+        found[name] = {**_summary([f for f, _ in samples]), "exit": _summary([e for _, e in samples])}
     return found
 
 
@@ -318,6 +331,130 @@ def _targets(table: dict[str, dict[str, Any]], compute: dict[str, Any], vs_monty
     ]
 
 
+# --- profiles (``--profile``): the dispatch path and the worker start ------------------------------
+
+_WORKER_START_CHILD = r'''
+import cProfile, io, json, marshal, os, pstats, sys, time, asyncio
+from sandbox import _isolate, _template, worker
+executor = _template._prepare("sandbox.interpreter")
+read_end, write_end = os.pipe()
+phases = {}
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    profile = cProfile.Profile()
+    profile.enable()
+    t = time.perf_counter()
+    layers = _isolate.apply_layers({"netns", "uid", "no-new-privs"}, os.getppid())
+    phases["apply_layers (netns, uid, rlimits, no-new-privs)"] = time.perf_counter() - t
+    t = time.perf_counter()
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    phases["new event loop"] = time.perf_counter() - t
+    t = time.perf_counter()
+    _isolate.install_seccomp()
+    phases["install seccomp"] = time.perf_counter() - t
+    t = time.perf_counter()
+    loop.run_until_complete(worker._warm_up(executor))
+    phases["warm-up run (compile + run 'return None')"] = time.perf_counter() - t
+    profile.disable()
+    phases["fork to ready (child side)"] = time.perf_counter() - start
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(15)
+    os.write(write_end, json.dumps({"phases": phases, "profile": out.getvalue()}).encode())
+    os._exit(0)
+os.close(write_end)
+chunks = []
+while data := os.read(read_end, 1 << 16):
+    chunks.append(data)
+os.waitpid(pid, 0)
+print(b"".join(chunks).decode())
+'''
+
+
+def profile_worker_start() -> dict[str, Any]:
+    """The worker start replayed in a forked child of a fresh template-like process, under cProfile."""
+    found = subprocess.run([sys.executable, "-c", _WORKER_START_CHILD], cwd=_ROOT, capture_output=True,
+                           text=True, check=True, env={**os.environ, "PYTHONPATH": str(_ROOT)})
+    result: dict[str, Any] = json.loads(found.stdout)
+    return result
+
+
+async def _spawn_cost(runs: int) -> dict[str, Any]:
+    """Median ``return 1`` latency with the warm supply (warm=2) and without it (warm=0: fork per run)."""
+    from sandbox import Sandbox
+
+    async def noop(name: str, args: Any) -> Any:
+        return None
+
+    found: dict[str, Any] = {}
+    for warm in (2, 0):
+        async with Sandbox(warm=warm) as sandbox:
+            samples = []
+            for _ in range(runs):
+                await sandbox.wait_warm()
+                start = time.perf_counter()
+                result = await sandbox.run("return 1", tool_names=(), call_tool=noop)
+                samples.append(time.perf_counter() - start)
+                assert result.value == 1, result
+        found[f"warm={warm}"] = _summary(samples)
+    return found
+
+
+async def profile_dispatch() -> dict[str, str]:
+    """cProfile of 1,000 sequential child dispatches through run_code: host side and worker side."""
+    import cProfile
+    import io
+    import pstats
+
+    from bench.peers import CodemodeRunCodePeer, CodemodeSandboxPeer
+    from sandbox import Sandbox
+
+    workload = by_name("sequential-calls")
+    texts: dict[str, str] = {}
+    async with CodemodeRunCodePeer() as peer:
+        await peer.prepare()
+        await peer.run(workload)
+        await peer.prepare()
+        profile = cProfile.Profile()
+        profile.enable()
+        await peer.run(workload)
+        profile.disable()
+        out = io.StringIO()
+        pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(25)
+        texts["host: run_code with 1,000 sequential child calls (tottime)"] = out.getvalue()
+    sandbox_peer = CodemodeSandboxPeer()
+    sandbox_peer.sandbox = Sandbox(executor="bench.peers")  # the profiling executor, in the worker
+    async with sandbox_peer.sandbox:
+        await sandbox_peer.sandbox.wait_warm()
+        from bench.peers import _host_call
+        from bench.workloads import TOOL_NAMES
+
+        result = await sandbox_peer.sandbox.run(workload.body, tool_names=TOOL_NAMES, call_tool=_host_call)
+        texts["worker: the same 1,000 calls, worker side (tottime)"] = "\n".join(result.logs)
+    return texts
+
+
+async def _profiles() -> dict[str, Any]:
+    return {"dispatch": await profile_dispatch(), "spawn_cost": await _spawn_cost(30),
+            "worker_start": await anyio.to_thread.run_sync(profile_worker_start)}
+
+
+def _write_profiles(found: dict[str, Any]) -> str:
+    lines = ["# Profiles (python bench/run.py --profile)", ""]
+    spawn = found["spawn_cost"]
+    lines.append("Sandbox.run('return 1') median: warm supply "
+                 f"{_ms(spawn['warm=2']['median_s'])}, no warm supply (fork per run) "
+                 f"{_ms(spawn['warm=0']['median_s'])}.")
+    lines += ["", "## Worker start, child side (phases)", ""]
+    for phase, seconds in found["worker_start"]["phases"].items():
+        lines.append(f"- {phase}: {_ms(seconds)}")
+    lines += ["", "```", found["worker_start"]["profile"].strip(), "```"]
+    for title, text in found["dispatch"].items():
+        lines += ["", f"## {title}", "", "```", text.strip(), "```"]
+    return "\n".join(lines) + "\n"
+
+
 # --- output ---------------------------------------------------------------------------------------
 
 def _ms(seconds: float | None) -> str:
@@ -409,14 +546,17 @@ def markdown(results: dict[str, Any]) -> str:
                       f"(p90 {_ms(aping['p90_s'])})."]
     cold = results.get("cold", {})
     if cold:
-        lines += ["", "## Cold start (fresh process: import, start, run `return 1`, exit)", "",
-                  "| peer | median | p10 | p90 | n |", "|---|---|---|---|---|"]
+        lines += ["", "## Cold start (fresh process: start Python, import, start the peer, run `return 1`)",
+                  "",
+                  "| peer | to first result: median | p10 | p90 | to process exit: median | p90 | n |",
+                  "|---|---|---|---|---|---|---|"]
         for name, cell in cold.items():
             if "median_s" in cell:
                 lines.append(f"| {name} | {_ms(cell['median_s'])} | {_ms(cell['p10_s'])} | "
-                             f"{_ms(cell['p90_s'])} | {cell['n']} |")
+                             f"{_ms(cell['p90_s'])} | {_ms(cell['exit']['median_s'])} | "
+                             f"{_ms(cell['exit']['p90_s'])} | {cell['n']} |")
             else:
-                lines.append(f"| {name} | failed | | | |")
+                lines.append(f"| {name} | failed | | | | | |")
     scheduler = results.get("scheduler")
     if isinstance(scheduler, dict) and "turn" in scheduler:
         lines += ["", "## Scheduler overhead (bench/scheduler_overhead.py, per no-op call)", "",
@@ -432,10 +572,26 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _freeze_host_heap() -> None:
+    """Import every peer, then move the host's objects out of the cyclic GC's reach (``gc.freeze``).
+
+    The in-process peers run in this benchmark process, whose heap holds every peer's modules; without
+    this, each garbage collection a compute workload triggers would scan all of them, which a fresh
+    ``python`` process (and a sandbox worker, forked from a frozen template) never pays for.
+    """
+    import pydantic_monty  # noqa: F401
+    import RestrictedPython  # noqa: F401
+    import smolagents.local_python_executor  # noqa: F401
+
+    gc.collect()
+    gc.freeze()
+
+
 async def _main(options: argparse.Namespace) -> dict[str, Any]:
     settings = Settings(options.quick)
     only = set(options.only.split(",")) if options.only else None
     started = time.perf_counter()
+    _freeze_host_heap()
     load_before = os.getloadavg()
     table = await measure_peers(settings, only)
     scheduler = await measure_scheduler(options.quick) if not only else None
@@ -455,10 +611,19 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (well under a minute)")
     parser.add_argument("--only", help="comma-separated peer names")
     parser.add_argument("--no-write", action="store_true", help="print, do not write bench/results/")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile the dispatch path and the worker start (writes results/profile.md)")
     parser.add_argument("--cold-one", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.cold_one:
         asyncio.run(_cold_once(options.cold_one))
+        return
+    if options.profile:
+        text = _write_profiles(anyio.run(_profiles))
+        print(text)
+        if not options.no_write:
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            (RESULTS / "profile.md").write_text(text)
         return
     results = anyio.run(_main, options)
     text = markdown(results)
