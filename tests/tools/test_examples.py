@@ -54,9 +54,15 @@ EXPECTED: dict[str, str] = {
 }
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def code_runtime() -> AsyncIterator[PythonCodeRuntime]:
+    async with PythonCodeRuntime() as shared:
+        yield shared
 
 
 @pytest.fixture
@@ -67,8 +73,9 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def runtime(workspace: Path) -> AsyncIterator[ToolRuntime]:
-    async with PythonCodeRuntime() as code_runtime, ToolRuntime("code", code_runtime=code_runtime) as rt:
+async def runtime(code_runtime: PythonCodeRuntime, workspace: Path) -> AsyncIterator[ToolRuntime]:
+    """A fresh runtime (fresh demo counter, fresh workspace) over the module's shared sandbox."""
+    async with ToolRuntime("code", code_runtime=code_runtime) as rt:
         for definition in default_toolset(workspace):
             rt.register(definition)
         yield rt
