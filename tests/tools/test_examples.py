@@ -101,3 +101,17 @@ async def test_example_program_output(runtime: ToolRuntime, name: str) -> None:
     starts = [event for event in agent.events.events if event.type == "tool/code-dispatch-start"]
     assert len(dispatches) == len(starts)
     assert (len(starts) > 0) is (name != "data_shaping")
+
+
+@pytest.mark.anyio
+async def test_the_agent_loop_example_executes_the_models_run_code_call(workspace: Path) -> None:
+    """It feeds the prompt to the (scripted) model and returns the executed program's output."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("agent_loop", EXAMPLES / "agent_loop.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with anyio.fail_after(30):
+        text = await module.main(str(workspace))
+    assert text == '{\n  "docs/notes.md": 25,\n  "docs/todo.txt": 12,\n  "src/app.py": 13\n}'
