@@ -51,7 +51,7 @@ _COLD_PEERS = ("cpython-exec", "restrictedpython", "smolagents", "monty-sync", "
 
 
 class Settings:
-    """Repetition budget: ``quick`` trades precision for a run of well under a minute."""
+    """Repetition budget: ``quick`` trades precision for a run of about a minute."""
 
     def __init__(self, quick: bool) -> None:
         self.quick = quick
