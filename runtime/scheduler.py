@@ -231,8 +231,8 @@ class OuterCall(Protocol):
 class _ChildJob:
     """One child call of a ``run_code`` program, submitted through :meth:`SubLane.submit`."""
 
-    __slots__ = ("_args", "_call_id", "_execution", "_lane", "_name", "_outcome", "_started", "done",
-                 "failure", "result")
+    __slots__ = ("_args", "_call_id", "_execution", "_lane", "_name", "_outcome", "_own", "_started",
+                 "done", "failure", "result")
 
     def __init__(self, lane: SubLane, name: str, args: JsonValue, call_id: str) -> None:
         self._lane = lane
@@ -245,13 +245,19 @@ class _ChildJob:
         self.done = anyio.Event()
         self.result: ToolResult | None = None
         self.failure: Exception | None = None
+        self._own = CancelSource()
+
+    def cancel(self, reason: str) -> None:
+        """The program stopped waiting for this call: cancel it alone (it still commits, as ABORTED)."""
+        self._own.cancel(reason)
 
     def _ensure_execution(self) -> Execution:
         if self._execution is None:
             lane = self._lane
+            cancel = CancelSignal.any_of(lane.signal, self._own.signal)
             self._execution = lane.runtime.stages.create(
                 self._name, self._args, call_id=self._call_id, root_call_id=lane.outer.root_call_id,
-                agent=lane.outer.agent, parent=lane.outer.token, cancel=lane.signal)
+                agent=lane.outer.agent, parent=lane.outer.token, cancel=cancel)
         return self._execution
 
     def footprint(self) -> Footprint:
@@ -351,6 +357,9 @@ class SubLane:
         try:
             self._lane.submit(job)
             await job.done.wait()
+        except anyio.get_cancelled_exc_class():
+            job.cancel(f"the program stopped waiting for {name}")
+            raise
         finally:
             self._waiting.discard(job)
         if job.failure is not None:

@@ -28,6 +28,7 @@ from .protocol import (
     LOG_TRUNCATION_MARKER,
     MAX_VALUE_DEPTH,
     CallFrame,
+    CancelFrame,
     DoneFrame,
     FrameDecoder,
     LogFrame,
@@ -83,6 +84,7 @@ class _RunState:
         self.log_truncated = False
         self.calls = 0
         self.seen_ids: set[int] = set()
+        self.serving: dict[int, anyio.CancelScope] = {}
         self.error: RunError | None = None
         self.done: DoneFrame | None = None
         self.received_done = False
@@ -167,6 +169,20 @@ class _RunState:
         return True
 
     async def serve_call(self, frame: CallFrame) -> None:
+        with anyio.CancelScope() as scope:
+            self.serving[frame.id] = scope
+            try:
+                await self._serve_call(frame)
+            finally:
+                self.serving.pop(frame.id, None)
+
+    def cancel_call(self, frame: CancelFrame) -> None:
+        """The program abandoned a call: cancel its handler (no reply is sent; the worker expects none)."""
+        scope = self.serving.get(frame.id)
+        if scope is not None:
+            scope.cancel()
+
+    async def _serve_call(self, frame: CallFrame) -> None:
         reply: dict[str, Any]
         if frame.name not in self.tool_names:
             known = ", ".join(sorted(self.tool_names)) or "none"
@@ -216,6 +232,8 @@ class _RunState:
             if self.accept_call(frame):
                 self.children += 1
                 task_group.start_soon(self.serve_call, frame)
+        elif isinstance(frame, CancelFrame):
+            self.cancel_call(frame)
         elif isinstance(frame, DoneFrame):
             self._finish(frame)
             raise _Ended

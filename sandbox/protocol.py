@@ -35,6 +35,7 @@ __all__ = (
     "MAX_VALUE_DEPTH",
     "WORKER_ERROR_KINDS",
     "CallFrame",
+    "CancelFrame",
     "DoneFrame",
     "FrameDecoder",
     "LogFrame",
@@ -84,6 +85,13 @@ class CallFrame:
 
 
 @dataclass(frozen=True, slots=True)
+class CancelFrame:
+    """The program stopped waiting for call ``id`` (e.g. ``asyncio.wait_for`` timed out): stop serving it."""
+
+    id: int
+
+
+@dataclass(frozen=True, slots=True)
 class LogFrame:
     """One piece of captured program output; ``truncated`` marks the worker's truncation marker."""
 
@@ -102,7 +110,7 @@ class DoneFrame:
     cpu_ms: float | None = None
 
 
-WorkerFrame: TypeAlias = ReadyFrame | CallFrame | LogFrame | DoneFrame
+WorkerFrame: TypeAlias = ReadyFrame | CallFrame | CancelFrame | LogFrame | DoneFrame
 
 
 def encode_frame(frame: dict[str, Any], *, validate: bool = True) -> bytes:
@@ -193,6 +201,13 @@ def _call(obj: dict[str, Any]) -> CallFrame:
     return CallFrame(id=call_id, name=_string(obj, "name", "call"), args=obj["args"])
 
 
+def _cancel(obj: dict[str, Any]) -> CancelFrame:
+    call_id = obj.get("id")
+    if type(call_id) is not int or not 0 <= call_id < _MAX_ID:
+        raise ProtocolViolation("cancel frame needs an integer 'id' in [0, 2**53)")
+    return CancelFrame(id=call_id)
+
+
 def _log(obj: dict[str, Any]) -> LogFrame:
     truncated = obj.get("truncated", False)
     if type(truncated) is not bool:
@@ -228,7 +243,7 @@ def _done_outcome(obj: dict[str, Any]) -> DoneFrame:
 
 
 _PARSERS: Final[dict[str, Callable[[dict[str, Any]], WorkerFrame]]] = {
-    "ready": _ready, "call": _call, "log": _log, "done": _done,
+    "ready": _ready, "call": _call, "cancel": _cancel, "log": _log, "done": _done,
 }
 
 

@@ -174,6 +174,12 @@ class _Run:
         self.channel.send_bytes(data)
         try:
             return await future
+        except asyncio.CancelledError:
+            # The program stopped waiting (the await was cancelled, which also cancels the future)
+            # before a reply arrived: let the host stop the call too.
+            if not future.done() or future.cancelled():
+                self.channel.send_bytes(_encode({"type": "cancel", "id": call_id}))
+            raise
         finally:
             self.pending.pop(call_id, None)
 

@@ -155,3 +155,21 @@ def test_values_as_deep_as_the_depth_budget_decode() -> None:
 def test_value_depth_counts_containers(value: Any, depth: int) -> None:
     """It counts nesting levels of containers, scalars being depth 0."""
     assert value_depth(value) == depth
+
+
+@pytest.mark.parametrize("body", [b'{"type":"cancel"}', b'{"type":"cancel","id":-1}',
+                                  b'{"type":"cancel","id":"1"}', b'{"type":"cancel","id":1.5}',
+                                  b'{"type":"cancel","id":true}'])
+def test_forged_cancel_frames_are_protocol_violations(body: bytes) -> None:
+    """It refuses a cancel frame without a valid call id."""
+    from sandbox.protocol import ProtocolViolation, parse_worker_frame
+
+    with pytest.raises(ProtocolViolation):
+        parse_worker_frame(body)
+
+
+def test_cancel_frames_are_rebuilt() -> None:
+    """It rebuilds a cancel frame to its id alone (extra fields never survive)."""
+    from sandbox.protocol import CancelFrame, parse_worker_frame
+
+    assert parse_worker_frame(b'{"type":"cancel","id":3,"evil":1}') == CancelFrame(id=3)

@@ -315,3 +315,28 @@ async def test_persistent_sessions_keep_variables_per_agent() -> None:
         other = await run(rt, "return counter", agent=bob)
         assert other.is_error and "counter" in other.error.message
         assert any(event.type == "code/session" for event in alice.events.events)
+
+
+async def test_a_call_the_program_abandons_is_cancelled_and_blocks_nothing(rt: ToolRuntime) -> None:
+    """It cancels a child call whose await the program gave up (wait_for), so later calls are not held."""
+    agent = Agent("erin")
+    cancelled: list[str] = []
+
+    async def stubborn(args: Any, ctx: ToolContext) -> Any:
+        try:
+            await anyio.sleep(10)
+        except anyio.get_cancelled_exc_class():
+            cancelled.append(ctx.call_id)
+            raise
+        return {}
+
+    rt.register(define_tool(name="stubborn", description="slow", parameters={}, output=_object_output(),
+                            execute=stubborn))
+    program = ("import asyncio\ntry:\n    await asyncio.wait_for(tools.stubborn(), timeout=0.05)\n"
+               "except asyncio.TimeoutError:\n    pass\nreturn (await tools.add(a=1, b=1))['sum']")
+    with anyio.fail_after(5):
+        result = await run(rt, program, agent=agent, call_id="w")
+    assert result.value["result"] == 2 and cancelled == ["w:code:1"]
+    settled = {e.data["sub_call_id"]: e.data["is_error"] for e in agent.events.events
+               if e.type == "tool/code-dispatch"}
+    assert settled == {"w:code:1": True, "w:code:2": False}
