@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from runtime import (
     Agent,
@@ -340,3 +343,28 @@ async def test_a_call_the_program_abandons_is_cancelled_and_blocks_nothing(rt: T
     settled = {e.data["sub_call_id"]: e.data["is_error"] for e in agent.events.events
                if e.type == "tool/code-dispatch"}
     assert settled == {"w:code:1": True, "w:code:2": False}
+
+
+_tool_names = st.lists(
+    st.text(alphabet=st.characters(categories=("Ll", "Lu", "Nd"), include_characters="_-.$ "),
+            min_size=1, max_size=12).filter(lambda n: n != "run_code"),
+    min_size=1, max_size=6, unique=True)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=_tool_names, probe=st.text(min_size=1, max_size=8))
+async def test_property_declared_names_are_callable_and_nothing_else(
+        code_runtime: PythonCodeRuntime, names: list[str], probe: str) -> None:
+    """It lets a program call every tool the SDK declares, by subscript, and refuses any other name."""
+    async with ToolRuntime("code", code_runtime=code_runtime) as runtime:
+        for name in names:
+            runtime.register(define_tool(name=name, description="d", parameters={}, output=_object_output(),
+                                         execute=_return({"name": name})))
+        sdk = next(s for s in runtime.prompt().sections if s.name == "tools:sdk").text
+        assert all(json.dumps(name, ensure_ascii=False) in sdk or f"def {name}(" in sdk for name in names)
+        program = ("out = []\nfor name in NAMES:\n    try:\n        out.append((await tools[name]())['name'])\n"
+                   "    except KeyError:\n        out.append(None)\nreturn out").replace(
+            "NAMES", repr([*names, probe]))
+        result = await run(runtime, program)
+    expected = [*names, probe if probe in names else None]
+    assert not result.is_error and result.value["result"] == expected
