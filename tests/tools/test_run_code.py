@@ -362,7 +362,8 @@ async def test_property_declared_names_are_callable_and_nothing_else(
                                          execute=_return({"name": name})))
         sdk = next(s for s in runtime.prompt().sections if s.name == "tools:sdk").text
         assert all(json.dumps(name, ensure_ascii=False) in sdk or f"def {name}(" in sdk for name in names)
-        program = ("out = []\nfor name in NAMES:\n    try:\n        out.append((await tools[name]())['name'])\n"
+        program = ("out = []\nfor name in NAMES:\n    try:\n"
+                   "        out.append((await tools[name]())['name'])\n"
                    "    except KeyError:\n        out.append(None)\nreturn out").replace(
             "NAMES", repr([*names, probe]))
         result = await run(runtime, program)
