@@ -28,7 +28,7 @@ import importlib
 import itertools
 import json
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Any, Literal
 
@@ -176,37 +176,11 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bound on each upstream's start and handshake (default 30)")
 
 
-def _resolve_attr(spec: str) -> Any:
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(f"--toolset {spec!r} must look like MODULE:ATTR, e.g. tools.demo:demo_tools")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise UsageError(f"--toolset {spec!r}: cannot import {module_name!r}: {exc}") from None
-    for part in attr.split("."):
-        if not hasattr(target, part):
-            raise UsageError(f"--toolset {spec!r}: {module_name!r} has no attribute {attr!r}")
-        target = getattr(target, part)
-    return target
-
-
 def load_toolset(spec: str) -> list[ToolDefinition]:
     """Definitions named by ``MODULE:ATTR``: a definition list, or a function returning one."""
-    target = _resolve_attr(spec)
-    if callable(target) and not isinstance(target, ToolDefinition):
-        try:
-            target = target()
-        except Exception as exc:
-            raise UsageError(f"--toolset {spec!r}: calling it failed: {exc}") from None
-    items = [target] if isinstance(target, ToolDefinition) else target
-    if not isinstance(items, Iterable) or isinstance(items, str | bytes):
-        raise UsageError(f"--toolset {spec!r} is not a list of tool definitions")
-    out = list(items)
-    bad = [type(item).__name__ for item in out if not isinstance(item, ToolDefinition)]
-    if bad:
-        raise UsageError(f"--toolset {spec!r} contains non-definitions: {', '.join(sorted(set(bad)))}")
-    return out
+    from .toolsets import load_toolset as load_named
+
+    return load_named(spec)
 
 
 def _default_toolset(workspace: str) -> list[ToolDefinition]:

@@ -55,35 +55,18 @@ def load_toolset(spec: str | None, workspace: str | Path = ".") -> list[ToolDefi
     ``None`` means the built-in toolset: the demo tools, the workspace tools rooted at ``workspace`` and
     ``todo_write``.
     """
-    if spec is None:
-        root = Path(workspace)
-        if not root.is_dir():
-            raise CliUsageError(f"--workspace {workspace}: not a directory")
-        from .toolsets import default_toolset
+    from .toolsets import default_toolset
+    from .toolsets import load_toolset as load_named
 
-        return default_toolset(root)
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise CliUsageError(f"--toolset must look like module:attr, got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise CliUsageError(f"--toolset {spec}: cannot import {module_name!r}: {exc}") from None
-    try:
-        found = getattr(module, attr)
-    except AttributeError:
-        raise CliUsageError(f"--toolset {spec}: module {module_name!r} has no attribute {attr!r}") from None
-    if callable(found) and not isinstance(found, ToolDefinition):
+    if spec is not None:
         try:
-            found = found()
-        except Exception as exc:
-            raise CliUsageError(f"--toolset {spec}: calling {attr}() failed: {exc}") from None
-    definitions = [found] if isinstance(found, ToolDefinition) else found
-    valid = isinstance(definitions, list | tuple) and all(isinstance(d, ToolDefinition) for d in definitions)
-    if not valid:
-        raise CliUsageError(f"--toolset {spec}: expected a list of ToolDefinition (or a callable returning "
-                            "one)")
-    return list(definitions)
+            return load_named(spec)
+        except UsageError as exc:
+            raise CliUsageError(exc.message) from None
+    root = Path(workspace)
+    if not root.is_dir():
+        raise CliUsageError(f"--workspace {workspace}: not a directory")
+    return default_toolset(root)
 
 
 def _code_runtime(mode: str, **options: Any) -> Any:

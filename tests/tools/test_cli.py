@@ -47,7 +47,7 @@ def test_call_plain_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     (("call", "echo", "--mode", "sideways"), "invalid choice"),
     (("call",), "required"),
     (("prompt", "--bogus"), "unrecognized arguments"),
-    (("call", "echo", "--toolset", "nocolon"), "--toolset must look like module:attr"),
+    (("call", "echo", "--toolset", "nocolon"), "must look like MODULE:ATTR"),
     (("call", "echo", "--toolset", "no_such_module_xyz:tools"), "cannot import"),
     (("call", "echo", "--toolset", "tools.demo:missing"), "has no attribute"),
     (("call", "echo", "--toolset", "json:dumps"), "calling dumps() failed"),

@@ -102,7 +102,7 @@ def test_run_over_the_workspace_and_events_file(capsys: pytest.CaptureFixture[st
         (("run", "PROGRAM", "--mode", "native"), "invalid choice"),
         (("run", "PROGRAM", "--timeout", "-1"), "--timeout must be a positive number"),
         (("run", "PROGRAM", "--workspace", "/no/such/dir"), "not a directory"),
-        (("run", "PROGRAM", "--toolset", "nope"), "must look like module:attr"),
+        (("run", "PROGRAM", "--toolset", "nope"), "must look like MODULE:ATTR"),
         (("run", "PROGRAM", "--toolset", "json:dumps"), "calling dumps() failed"),
         (("run",), "the following arguments are required"),
         (("run", "PROGRAM", "--bogus"), "unrecognized arguments"),

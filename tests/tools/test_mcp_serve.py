@@ -250,7 +250,7 @@ async def test_serve_over_stdio_proxies_the_filesystem_server(workspace: Path) -
         (["--toolset", "no-colon"], "must look like MODULE:ATTR"),
         (["--toolset", f"{TOOLSET.split(':')[0]}:missing"], "has no attribute 'missing'"),
         (["--toolset", "tools.workspace:DEFAULT_LIMITS"], "is not a list of tool definitions"),
-        (["--toolset", "tools.workspace:GrepMatch"], "calling it failed"),
+        (["--toolset", "tools.workspace:GrepMatch"], "calling GrepMatch() failed"),
         (["--toolset", TOOLSET, "--upstream", "fs='unterminated"], "No closing quotation"),
         (["--toolset", TOOLSET, "--upstream", "/nonexistent/mcp-server"], "could not be started"),
         (["--toolset", TOOLSET, "--upstream", f"{sys.executable} -c pass"], "upstream MCP server"),
