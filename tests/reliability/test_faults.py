@@ -72,6 +72,7 @@ class World:
     sandbox: Sandbox
     approvals: Approvals
     settled: list[str]
+    killed: list[int]
 
 
 def _tool(name: str, body: Any, *, timeout_ms: float | None = None) -> Any:
@@ -84,6 +85,7 @@ def _tool(name: str, body: Any, *, timeout_ms: float | None = None) -> Any:
 async def world() -> AsyncIterator[World]:
     approvals = Approvals()
     settled: list[str] = []
+    killed: list[int] = []
     sandbox = Sandbox(executor=HOSTILE)
 
     async def explode(args: Any, ctx: Any) -> Any:
@@ -105,7 +107,8 @@ async def world() -> AsyncIterator[World]:
         return {"approved": True}
 
     async def assassinate(args: Any, ctx: Any) -> Any:
-        for pid in sandbox.live_worker_pids:
+        for pid in sandbox.live_worker_pids:  # the running worker and the warm ones
+            killed.append(pid)
             os.kill(pid, signal.SIGKILL)
         await anyio.sleep(10)
         return {}
@@ -124,7 +127,7 @@ async def world() -> AsyncIterator[World]:
         rt.register(_tool("assassinate", assassinate))
         rt.on_pre_execute(gate)
         install_timeout_policy(rt, grace_ms=150)
-        yield World(rt, sandbox, approvals, settled)
+        yield World(rt, sandbox, approvals, settled, killed)
 
 
 async def run(world: World, agent: Agent, code: str, *, cancel: Any = None, call_id: str = "outer") -> Any:
@@ -158,6 +161,8 @@ async def test_a_worker_killed_mid_run_is_a_worker_exit(world: World) -> None:
     assert result.is_error and result.error.code == "CODE_RUN_FAILED"
     assert "code run failed (worker-exit)" in result.error.message and "SIGKILL" in result.error.message
     assert _dispatch_errors(agent)["add"] is None and _dispatch_errors(agent)["assassinate"] is not None
+    # a warm worker killed from outside is only known dead once reaped (else the next run gets it)
+    assert await wait_until(lambda: not set(world.killed) & set(world.sandbox.live_worker_pids), 5)
     await assert_still_serves(world, agent)
 
 
@@ -356,3 +361,21 @@ async def test_faults_leave_no_process_descriptor_or_directory_behind() -> None:
             assert result.value == {"logs": [], "result": 7}
         leaks = await settled_leaks(before, [template])
     assert leaks == {}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "sandbox/pool.py Sandbox._acquire hands out a warm worker that died before use (until the template "
+    "has reaped it), so the run fails as worker-exit although none of its program ran; a worker that "
+    "ends before accepting the run frame could be replaced instead"))
+async def test_a_warm_worker_that_died_unused_does_not_fail_the_next_run() -> None:
+    """It runs the program on another worker when its warm worker was killed before the run."""
+    async def no_tools(name: str, args: Any) -> Any:
+        return None
+
+    with anyio.fail_after(20):
+        async with Sandbox() as sandbox:
+            await sandbox.wait_warm()
+            for pid in sandbox.live_worker_pids:
+                os.kill(pid, signal.SIGKILL)
+            result = await sandbox.run("return 1", tool_names=(), call_tool=no_tools)
+    assert result.error is None and result.value == 1
