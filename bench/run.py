@@ -14,8 +14,9 @@ Method, the same for every peer (see bench/README.md for what each number means)
 - compute figures are *net*: the workload's median minus the same peer's median for ``return 1``, so a
   per-run fixed cost (a process hop, a fork) does not hide or inflate the interpreter's speed; per-call
   figures are the net time of 1,000 sequential calls divided by 1,000;
-- cold start runs in a fresh ``python`` process per sample: import the peer, start it, run ``return 1``,
-  exit (a fresh ``python -c pass`` is measured alongside as the floor).
+- cold start runs in a fresh ``python -c`` process per sample that imports only the peer, starts it,
+  runs ``return 1`` and exits; the time to its first output line and to its exit are reported (a
+  bare ``python -c`` is measured alongside as the floor).
 """
 
 from __future__ import annotations
@@ -128,12 +129,63 @@ async def measure_peers(settings: Settings, only: set[str] | None) -> dict[str, 
 
 # --- cold start -----------------------------------------------------------------------------------
 
-async def _cold_once(name: str) -> None:
-    peer = next(p for p in all_peers() if p.name == name)
-    async with peer:
-        value = await peer.run(by_name("trivial"))
-        print(f"first result {value}", flush=True)  # the parent times the arrival of this line
-    assert value == 1, value
+#: One self-contained ``python -c`` program per peer: import only what the peer needs, start it, run
+#: ``return 1``, print the value (the parent times that line), shut down. No benchmark code is imported,
+#: so a light peer is not charged for the harness.
+_COLD_PROGRAMS: dict[str, str] = {
+    "cpython-exec": r"""
+import asyncio
+namespace = {}
+exec(compile("async def program(tools):\n    return 1\n", "<program>", "exec"), namespace)
+print("first result", asyncio.run(namespace["program"](None)), flush=True)
+""",
+    "restrictedpython": r"""
+from RestrictedPython import compile_restricted, safe_globals
+namespace = dict(safe_globals)
+exec(compile_restricted("def program(tools):\n    return 1\n", "<program>", "exec"), namespace)
+print("first result", namespace["program"](None), flush=True)
+""",
+    "smolagents": r"""
+from smolagents.local_python_executor import LocalPythonExecutor
+executor = LocalPythonExecutor(additional_authorized_imports=[])
+executor.send_tools({})
+print("first result", executor("def program():\n    return 1\nprogram()\n").output, flush=True)
+""",
+    "monty-sync": r"""
+import pydantic_monty
+with pydantic_monty.Monty() as pool, pool.checkout() as session:
+    print("first result", session.feed_run("def program():\n    return 1\nprogram()\n"), flush=True)
+""",
+    "monty-async": r"""
+import asyncio, pydantic_monty
+async def main():
+    async with pydantic_monty.AsyncMonty() as pool, pool.checkout() as session:
+        value = await session.feed_run("async def program():\n    return 1\nawait program()\n")
+        print("first result", value, flush=True)
+asyncio.run(main())
+""",
+    "codemode-sandbox": r"""
+import anyio
+from sandbox import Sandbox
+async def no_tools(name, args):
+    return None
+async def main():
+    async with Sandbox() as sandbox:
+        result = await sandbox.run("return 1", tool_names=(), call_tool=no_tools)
+        print("first result", result.value, flush=True)
+anyio.run(main)
+""",
+    "codemode-run_code": r"""
+import anyio
+from runtime import Agent, ToolRuntime
+from tools.run_code import PythonCodeRuntime
+async def main():
+    async with PythonCodeRuntime() as code_runtime, ToolRuntime("code", code_runtime=code_runtime) as rt:
+        result = await rt.execute("run_code", {"code": "return 1", "description": "cold"}, agent=Agent("a"))
+        print("first result", result.value["result"], flush=True)
+anyio.run(main)
+""",
+}
 
 
 def _time_cold(command: list[str]) -> tuple[float, float]:
@@ -144,14 +196,14 @@ def _time_cold(command: list[str]) -> tuple[float, float]:
     line = process.stdout.readline()
     first = time.perf_counter() - start
     process.stdout.read()
-    if process.wait(timeout=60) != 0 or not line.startswith("first result"):
+    if process.wait(timeout=60) != 0 or line.strip() != "first result 1":
         raise subprocess.CalledProcessError(process.returncode, command)
     return first, time.perf_counter() - start
 
 
 def measure_cold(settings: Settings, only: set[str] | None) -> dict[str, Any]:
     """Fresh-process cold starts (to the first result, and to the process exit), and the spawn floor."""
-    command = [sys.executable, "-c", "print('first result 1')"]
+    command = [sys.executable, "-c", "print('first result', 1)"]
     floor = [_time_cold(command) for _ in range(settings.spawn_runs)]
     found: dict[str, Any] = {"python -c": {**_summary([f for f, _ in floor]),
                                            "exit": _summary([e for _, e in floor])}}
@@ -160,7 +212,7 @@ def measure_cold(settings: Settings, only: set[str] | None) -> dict[str, Any]:
             continue
         print(f"-- cold {name}", file=sys.stderr, flush=True)
         try:
-            samples = [_time_cold([sys.executable, str(Path(__file__)), "--cold-one", name])
+            samples = [_time_cold([sys.executable, "-c", _COLD_PROGRAMS[name]])
                        for _ in range(settings.cold_runs)]
         except subprocess.CalledProcessError as exc:
             found[name] = {"failed": str(exc)}
@@ -613,11 +665,7 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print, do not write bench/results/")
     parser.add_argument("--profile", action="store_true",
                         help="profile the dispatch path and the worker start (writes results/profile.md)")
-    parser.add_argument("--cold-one", help=argparse.SUPPRESS)
     options = parser.parse_args()
-    if options.cold_one:
-        asyncio.run(_cold_once(options.cold_one))
-        return
     if options.profile:
         text = _write_profiles(anyio.run(_profiles))
         print(text)
