@@ -17,6 +17,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
+import anyio
+
 from .cancel import CancelSignal
 from .errors import PolicyError
 from .hooks import Allow, Ask, Deny
@@ -64,10 +66,18 @@ async def resolve_ask(service: Any, ask: Ask, *, name: str, call_id: str, agent:
     if agent is None:
         return Approved(Deny(f'tool "{name}" requires approval, but the call has no agent to route it '
                              "through"))
-    try:
-        outcome = await service.request(ApprovalRequest(agent, name, call_id, ask.reason, cancel))
-    except Exception as exc:
-        raise PolicyError(f'approval service failed for tool "{name}": {exc}') from exc
+    # Race the service against the call's signal: a service that never answers must not hold a
+    # cancelled call (or a run_code run at its deadline) forever. Cancelled while pending = "cancelled".
+    with anyio.CancelScope() as scope:
+        detach = cancel.attach_scope(scope)
+        try:
+            outcome = await service.request(ApprovalRequest(agent, name, call_id, ask.reason, cancel))
+        except Exception as exc:
+            raise PolicyError(f'approval service failed for tool "{name}": {exc}') from exc
+        finally:
+            detach()
+    if scope.cancelled_caught:
+        outcome = "cancelled"
     if type(outcome) is str:
         if outcome == "allowed-once":
             return Approved(Allow())

@@ -137,10 +137,15 @@ class WorkerHandle:
         await self.template.kill(self.pid)
 
     async def kill_and_reap(self, grace: float = 5.0) -> None:
-        """Kill the worker and wait until the template has reaped it (shield this in cleanup)."""
+        """Kill the worker and wait until the template has reaped it (shield this in cleanup).
+
+        Once the template is closing nobody will report the exit, so there is nothing to wait for: the
+        template kills every worker's group as it goes.
+        """
         await self.kill()
-        with anyio.move_on_after(grace):
-            await self.exited.wait()
+        if not self.template.closing:
+            with anyio.move_on_after(grace):
+                await self.exited.wait()
         self.close_channel()
 
 
@@ -307,8 +312,14 @@ class TemplateProcess:
                 with contextlib.suppress(OSError):
                     os.killpg(pid, signal.SIGKILL)
 
+    @property
+    def closing(self) -> bool:
+        """True once :meth:`aclose` has begun (or the template is gone): exits are no longer reported."""
+        return self._closed or not self.running
+
     async def aclose(self) -> None:
         """Close the control socket (the template kills and reaps every worker) and reap the template."""
+        self._closed = True
         if self.control is not None:
             with contextlib.suppress(OSError):
                 self.control.shutdown(socket.SHUT_RDWR)

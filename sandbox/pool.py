@@ -13,6 +13,7 @@ working directories) and reaps the template.
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 from collections.abc import Iterable, Sequence
 from types import TracebackType
@@ -180,9 +181,10 @@ class Sandbox:
         self._need.set()
         while self._ready:
             worker = self._ready.pop(0)
-            if worker.alive:
+            if worker.alive and _channel_open(worker):
                 return worker
-            worker.close_channel()  # died while warm
+            await worker.kill()  # died while warm (the template may not have reported it yet)
+            worker.close_channel()
         return await self._template.spawn(self._layers)
 
     # --- runs ------------------------------------------------------------------------------
@@ -222,14 +224,18 @@ class Sandbox:
             if session is not None:
                 return await session.run(program, tool_names=names, call_tool=call_tool, limits=limits,
                                          cancel=cancel, on_log=on_log, started=started)
-            try:
-                worker = await self._acquire()
-            except SandboxStartError as exc:
-                return _failed("worker-exit", f"no worker could be started: {exc.message}", started)
-            return await execute_run(worker, program=program, tool_names=names, call_tool=call_tool,
-                                     limits=limits or self.limits, cancel=cancel, on_log=on_log,
-                                     persist=False, started=started, retire=self._retire,
-                                     cpu_watch=self._cpu_watch)
+            for attempt in (1, 2):
+                try:
+                    worker = await self._acquire()
+                except SandboxStartError as exc:
+                    return _failed("worker-exit", f"no worker could be started: {exc.message}", started)
+                result = await execute_run(worker, program=program, tool_names=names, call_tool=call_tool,
+                                           limits=limits or self.limits, cancel=cancel, on_log=on_log,
+                                           persist=False, started=started, retire=self._retire,
+                                           cpu_watch=self._cpu_watch)
+                if attempt == 2 or not _died_unseen(result, cancel):
+                    break
+            return result
         finally:
             self._active -= 1
             if not self._active:
@@ -260,3 +266,25 @@ def _failed(kind: ErrorKind, message: str, started: float) -> RunResult:
     stats = RunStats(wall_ms=(time.perf_counter() - started) * 1000.0, cpu_ms=None, tool_calls=0,
                      isolation=())
     return RunResult(value=None, has_value=False, logs=(), error=RunError(kind, message), stats=stats)
+
+
+def _channel_open(worker: WorkerHandle) -> bool:
+    """False when the worker's end of the channel is closed (it died, even if not yet reaped)."""
+    try:
+        data = worker.channel.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return bool(data)
+
+
+def _died_unseen(result: RunResult, cancel: CancelLike | None) -> bool:
+    """The worker died before leaving any trace of the run (no output, no tool call).
+
+    A warm worker can die unnoticed before the run reaches it; nothing observable happened, so the run
+    may go once more to a fresh worker. A program that really kills its worker fails the same way twice.
+    """
+    error = result.error
+    return (error is not None and error.kind == "worker-exit" and not result.logs
+            and result.stats.tool_calls == 0 and not (cancel is not None and cancel.cancelled))

@@ -235,10 +235,6 @@ async def test_an_approval_service_that_raises_fails_closed(world: World) -> Non
     await assert_still_serves(world, agent)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runtime/approval.py resolve_ask awaits service.request() without racing the call's cancel signal, "
-    "and the run_code sub-lane drains under a shield: a silent approval service hangs the run past its "
-    "wall budget and past the caller's own cancellation"))
 async def test_an_approval_that_never_answers_is_abandoned_at_the_run_deadline(world: World) -> None:
     """It ends the run at its wall budget although the approval service never answers."""
     agent = Agent("approval-never")
@@ -363,10 +359,6 @@ async def test_faults_leave_no_process_descriptor_or_directory_behind() -> None:
     assert leaks == {}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "sandbox/pool.py Sandbox._acquire hands out a warm worker that died before use (until the template "
-    "has reaped it), so the run fails as worker-exit although none of its program ran; a worker that "
-    "ends before accepting the run frame could be replaced instead"))
 async def test_a_warm_worker_that_died_unused_does_not_fail_the_next_run() -> None:
     """It runs the program on another worker when its warm worker was killed before the run."""
     async def no_tools(name: str, args: Any) -> Any:
