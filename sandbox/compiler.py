@@ -2,9 +2,12 @@
 
 A program is the *body* of an ``async def``: top-level ``await`` and ``return`` work. The program is
 parsed as a module and its statement list becomes the body of a generated ``async def`` (so every node
-keeps the program's own line numbers). Names the program binds at its top level are declared
-``global`` in that function, so they live in the run's globals exactly as in a module (and persist in a
-notebook-style session); functions defined at the top level see each other as in a script.
+keeps the program's own line numbers). In a persistent session (``module_scope=True``, the default)
+names the program binds at its top level are declared ``global`` in that function, so they live in the
+run's globals exactly as in a module and survive into the next run. A one-shot run
+(``module_scope=False``) keeps them as the function's fast locals, which makes loops over top-level
+names about 1.7x faster; functions defined at the top level still see each other (as closures), and a
+program that uses a ``global`` statement anywhere keeps module scope so its meaning never changes.
 
 Every policy diagnostic of a program is reported at once, sorted by line, as one
 :class:`ProgramPolicyError`; a program that does not parse (or that CPython's compiler rejects after the
@@ -170,8 +173,12 @@ def _wrap(body: list[ast.stmt]) -> ast.Module:
     return ast.Module(body=[entry], type_ignores=[])
 
 
-def compile_program(source: str, *, filename: str = "<program>") -> CompiledProgram:
+def compile_program(source: str, *, filename: str = "<program>",
+                    module_scope: bool = True) -> CompiledProgram:
     """Compile ``source`` as the body of an async function under the sandbox's language policy.
+
+    ``module_scope=False`` (one-shot runs) keeps top-level names as fast locals unless the program uses
+    a ``global`` statement.
 
     Raises :class:`ProgramSyntaxError` or :class:`ProgramPolicyError` (with every diagnostic at once);
     never anything else for any ``str`` input.
@@ -196,8 +203,10 @@ def compile_program(source: str, *, filename: str = "<program>") -> CompiledProg
     last_line = max((getattr(stmt, "end_lineno", 1) or 1 for stmt in entry.body), default=1)
     tail = ast.Return(value=ast.Name(NO_VALUE_NAME, ast.Load()))
     head: list[ast.stmt] = [ast.Global(names=list(collector.names))]
+    if not module_scope and not any(isinstance(node, ast.Global) for node in ast.walk(entry)):
+        head = []
     entry.body = [*(head if collector.names else []), *entry.body, tail]
-    for node, line in ((entry, 1), (head[0], 1), (tail, last_line), (tail.value, last_line)):
+    for node, line in ((entry, 1), *((stmt, 1) for stmt in head), (tail, last_line), (tail.value, last_line)):
         assert node is not None
         node.lineno = line
         node.end_lineno = last_line if node is entry else line

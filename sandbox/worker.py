@@ -255,7 +255,9 @@ async def _serve_runs(channel: _Channel, executor: ModuleType) -> None:
 async def _execute(run: _Run, executor: ModuleType, frame: dict[str, Any],
                    globals_: dict[str, Any] | None, *, replies: bool = True) -> dict[str, Any]:
     try:
-        compiled = executor.compile_program(str(frame["program"]))
+        options = ({"module_scope": frame.get("persist") is True}
+                   if _accepts(executor, "compile_program", "module_scope") else {})
+        compiled = executor.compile_program(str(frame["program"]), **options)
     except MemoryError:
         raise
     except Exception as exc:
@@ -274,6 +276,14 @@ async def _execute(run: _Run, executor: ModuleType, frame: dict[str, Any],
         return run.done_frame(outcome)
     finally:
         reader.cancel()
+
+
+@functools.cache
+def _accepts(executor: ModuleType, function: str, parameter: str) -> bool:
+    try:
+        return parameter in inspect.signature(getattr(executor, function)).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False
 
 
 @functools.cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -98,3 +99,23 @@ def test_arbitrary_text_never_escapes_the_documented_errors(source: str) -> None
         compile_program(source)
     except (ProgramSyntaxError, ProgramPolicyError) as exc:
         assert exc.diagnostics.errors
+
+
+def _entry_code(compiled: CompiledProgram) -> Any:
+    return next(const for const in compiled.code.co_consts if hasattr(const, "co_varnames"))
+
+
+def test_one_shot_runs_keep_top_level_names_as_fast_locals() -> None:
+    """It compiles top-level names as locals of the entry function when module scope is not needed."""
+    source = "total = 0\nfor i in range(3):\n    total += i\nreturn total"
+    one_shot = _entry_code(compile_program(source, module_scope=False))
+    session = _entry_code(compile_program(source, module_scope=True))
+    assert {"total", "i"} <= set(one_shot.co_varnames)
+    assert not {"total", "i"} & set(session.co_varnames)
+
+
+def test_a_global_statement_keeps_module_scope() -> None:
+    """It keeps module scope for a program that uses `global`, so the statement keeps its meaning."""
+    source = "counter = 0\ndef bump():\n    global counter\n    counter += 1\nbump()\nreturn counter"
+    entry = _entry_code(compile_program(source, module_scope=False))
+    assert "counter" not in entry.co_varnames
