@@ -7,6 +7,8 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
+
 from sandbox import RunResult, Sandbox, SandboxLimits, ToolCallFailure
 from sandbox.lossless import JsonValue
 
@@ -53,3 +55,17 @@ def worker_dirs(template_pid: int) -> set[str]:
     """Working directories of the workers of one template (named after the template's pid)."""
     root = tempfile.gettempdir()
     return {name for name in os.listdir(root) if name.startswith(f"codemode-worker-{template_pid}-")}
+
+
+class Cancel:
+    """A minimal cancel signal, the shape the sandbox accepts: ``cancelled`` and ``async wait()``."""
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.event.is_set()
+
+    async def wait(self) -> None:
+        await self.event.wait()

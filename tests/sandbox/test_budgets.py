@@ -14,7 +14,7 @@ import pytest
 from sandbox import Sandbox, SandboxLimits
 from sandbox.lossless import JsonValue
 from sandbox.protocol import LOG_TRUNCATION_MARKER
-from tests.sandbox._support import run
+from tests.sandbox._support import Cancel, run
 
 pytestmark = pytest.mark.anyio
 
@@ -126,17 +126,6 @@ async def test_output_before_a_kill_is_kept(sandbox: Sandbox) -> None:
 
 async def test_a_program_that_ignores_cancellation_is_killed(sandbox: Sandbox) -> None:
     """It aborts a program that swallows every exception in a loop, by killing its worker."""
-    class Cancel:
-        def __init__(self) -> None:
-            self.event = anyio.Event()
-
-        @property
-        def cancelled(self) -> bool:
-            return self.event.is_set()
-
-        async def wait(self) -> None:
-            await self.event.wait()
-
     cancel = Cancel()
 
     async def trigger(name: str, args: JsonValue) -> JsonValue:

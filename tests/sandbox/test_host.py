@@ -21,7 +21,7 @@ from sandbox import (
     SandboxUsageError,
 )
 from sandbox.lossless import JsonValue
-from tests.sandbox._support import STANDIN, echo_tool, open_fds, pid_alive, run, worker_dirs
+from tests.sandbox._support import STANDIN, Cancel, echo_tool, open_fds, pid_alive, run, worker_dirs
 
 pytestmark = pytest.mark.anyio
 
@@ -37,18 +37,6 @@ async def sandbox() -> AsyncIterator[Sandbox]:
         yield box
 
 
-class Cancel:
-    """A minimal cancel signal: ``cancelled`` and ``async wait()``."""
-
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-
-    @property
-    def cancelled(self) -> bool:
-        return self.event.is_set()
-
-    async def wait(self) -> None:
-        await self.event.wait()
 
 
 async def test_a_run_returns_its_value_logs_and_stats(sandbox: Sandbox) -> None:
