@@ -35,7 +35,7 @@ from runtime import (
 )
 from runtime.scheduler import open_sub_lane
 from sandbox import RunResult, Sandbox, SandboxLimits, SandboxSession, ToolCallFailure
-from sandbox.lossless import JsonValue, dumps, thaw
+from sandbox.lossless import JsonValue, dumps
 from sdk import ToolSignature, render_python_sdk
 
 __all__ = (
@@ -235,7 +235,7 @@ class PythonCodeRuntime:
                     error = result.error
                     raise ToolCallFailure(error.message if error else "tool call failed",
                                           (error.code if error else None) or "TOOL_FAILED")
-                return thaw(result.value)
+                return result.value  # frozen and validated; the sandbox copies it into the reply
 
             outcome: RunResult = await self.sandbox.run(
                 args["code"], tool_names=names, call_tool=call_tool, limits=self.limits,
