@@ -112,7 +112,7 @@ class _TurnJob:
     """One model-level call of a turn (the lane drives it; see :class:`~runtime._lane.LaneJob`)."""
 
     __slots__ = ("_agent", "_args", "_call_event", "_cancel", "_execution", "_outcome", "_parse_error",
-                 "_rt", "_scope", "request", "result")
+                 "_result_logged", "_rt", "_scope", "request", "result")
 
     def __init__(self, rt: ToolRuntime, request: ToolCallRequest, scope: Scope | None,
                  cancel: CancelSignal | None) -> None:
@@ -130,7 +130,19 @@ class _TurnJob:
         self._execution: Execution | None = None
         self._outcome: Any = None
         self._call_event: Event | None = None
+        self._result_logged = False
         self.result: ToolResult | None = None
+
+    def pair_unsettled(self) -> None:
+        """Log an ABORTED result for a call whose ``tool/call`` is logged but whose commit never ran.
+
+        Synchronous on purpose: it runs while the turn is being torn down by an anyio cancellation,
+        where nothing may be awaited, and it keeps the event log paired.
+        """
+        if self._agent is not None and self._call_event is not None and not self._result_logged:
+            self._result_logged = True
+            self._agent.events.append_tool_result(self._call_event, ToolResult.failure(
+                AbortedError.code, "tool call aborted: the turn was cancelled before this call settled"))
 
     def _ensure_execution(self) -> Execution:
         if self._execution is None:
@@ -161,7 +173,8 @@ class _TurnJob:
     async def commit(self) -> None:
         if self.result is None:
             self.result = await self._rt.stages.finish(self._outcome)
-        if self._agent is not None and self._call_event is not None:
+        if self._agent is not None and self._call_event is not None and not self._result_logged:
+            self._result_logged = True
             self._agent.events.append_tool_result(self._call_event, self.result)
 
     async def abandon(self, reason: str) -> None:
@@ -202,6 +215,8 @@ async def execute_tool_calls(rt: ToolRuntime, calls: Sequence[ToolCallRequest], 
     finally:
         if dispose is not None:
             dispose()
+        for job in jobs:  # torn down by an anyio cancellation: keep every logged call paired
+            job.pair_unsettled()
     results: list[ToolResult] = []
     for job in jobs:
         assert job.result is not None, "the lane commits or abandons every job"

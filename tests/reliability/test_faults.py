@@ -320,9 +320,6 @@ async def test_a_host_scope_cancelled_mid_gather_propagates_and_leaves_the_runti
     assert result.value == {"logs": [], "result": 5}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runtime/scheduler.py execute_tool_calls: when the caller's anyio scope is cancelled mid-call, the "
-    "model-level tool/call event is left without its tool/result"))
 async def test_a_host_scope_cancelled_mid_gather_still_pairs_the_model_level_call(world: World) -> None:
     """It commits an aborted tool/result for the model-level call the host tore down."""
     agent = Agent("scope-pairing")
