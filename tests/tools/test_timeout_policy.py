@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,21 @@ async def rt(finished: list[str]) -> AsyncIterator[ToolRuntime]:
         yield runtime
 
 
+async def _execute_then_cancel(runtime: ToolRuntime, args: dict[str, Any],
+                               when: Callable[[], Awaitable[Any]]) -> Any:
+    """Call the ``budgeted`` tool under a caller signal and cancel that signal once ``when()`` returns."""
+    source = CancelSource()
+    box: list[Any] = []
+    async with anyio.create_task_group() as group:
+        async def run() -> None:
+            box.append(await runtime.execute("budgeted", args, cancel=source.signal))
+
+        group.start_soon(run)
+        await when()
+        source.cancel("user stop")
+    return box[0]
+
+
 async def test_own_deadline_first_gives_tool_timeout(rt: ToolRuntime) -> None:
     """It replaces the outcome with TOOL_TIMEOUT when its deadline fires first, and stops the body."""
     install_timeout_policy(rt)
@@ -106,18 +121,10 @@ async def test_caller_first_stays_aborted() -> None:
     async with ToolRuntime() as runtime:
         runtime.register(_slow("budgeted", timeout_ms=200))
         install_timeout_policy(runtime)
-        source = CancelSource()
-        box: list[Any] = []
         with anyio.fail_after(5):
-            async with anyio.create_task_group() as group:
-                async def run() -> None:
-                    box.append(await runtime.execute("budgeted", {"ms": 3000}, cancel=source.signal))
-
-                group.start_soon(run)
-                await anyio.sleep(0.02)
-                source.cancel("user stop")
+            result = await _execute_then_cancel(runtime, {"ms": 3000}, lambda: anyio.sleep(0.02))
             await anyio.sleep(0.25)  # past the deadline: the outcome must not change
-    assert box[0].code == "ABORTED"
+    assert result.code == "ABORTED"
 
 
 async def test_caller_first_stays_aborted_even_if_the_deadline_passes_before_the_body_ends() -> None:
@@ -126,18 +133,11 @@ async def test_caller_first_stays_aborted_even_if_the_deadline_passes_before_the
     async with ToolRuntime() as runtime:
         runtime.register(_slow("budgeted", timeout_ms=150, started=started))
         install_timeout_policy(runtime, grace_ms=5000)
-        source = CancelSource()
-        box: list[Any] = []
         with anyio.fail_after(5):
-            async with anyio.create_task_group() as group:
-                async def run() -> None:
-                    box.append(await runtime.execute("budgeted", {"ms": 400, "ignore": True},
-                                                     cancel=source.signal))
-
-                group.start_soon(run)
-                await _until(lambda: bool(started))
-                source.cancel("user stop")  # well before the 150 ms deadline
-    assert box[0].code == "ABORTED"
+            # cancelled well before the 150 ms deadline
+            result = await _execute_then_cancel(runtime, {"ms": 400, "ignore": True},
+                                                lambda: _until(lambda: bool(started)))
+    assert result.code == "ABORTED"
 
 
 async def test_timer_first_then_caller_keeps_tool_timeout() -> None:
@@ -146,18 +146,12 @@ async def test_timer_first_then_caller_keeps_tool_timeout() -> None:
     runtime = ToolRuntime()
     runtime.register(_slow("budgeted", timeout_ms=30, started=started))
     install_timeout_policy(runtime, grace_ms=5000)
-    source = CancelSource()
-    box: list[Any] = []
     with anyio.fail_after(5):
-        async with anyio.create_task_group() as group:
-            async def run() -> None:
-                box.append(await runtime.execute("budgeted", {"ms": 300, "ignore": True},
-                                                 cancel=source.signal))
-
-            group.start_soon(run)
-            await _until(lambda: bool(started) and started[0].cancel.cancelled)  # the deadline fired
-            source.cancel("user stop")  # the body is still shielded
-    assert box[0].code == "TOOL_TIMEOUT"
+        # cancelled once the deadline fired, while the body is still shielded
+        result = await _execute_then_cancel(
+            runtime, {"ms": 300, "ignore": True},
+            lambda: _until(lambda: bool(started) and started[0].cancel.cancelled))
+    assert result.code == "TOOL_TIMEOUT"
 
 
 async def test_tools_without_a_budget_pass_through(rt: ToolRuntime) -> None:
@@ -215,19 +209,11 @@ async def test_an_upstream_cancel_that_is_ignored_also_stalls(finished: list[str
     async with ToolRuntime() as runtime:
         runtime.register(_slow("budgeted", timeout_ms=5000, finished=finished))
         install_timeout_policy(runtime, grace_ms=30)
-        source = CancelSource()
-        box: list[Any] = []
         with anyio.fail_after(5):
-            async with anyio.create_task_group() as group:
-                async def run() -> None:
-                    box.append(await runtime.execute("budgeted", {"ms": 800, "ignore": True},
-                                                     cancel=source.signal))
-
-                group.start_soon(run)
-                await anyio.sleep(0.02)
-                source.cancel("user stop")
-        assert box[0].code == "TOOL_STALLED"
-        assert "was cancelled" in box[0].error.message
+            result = await _execute_then_cancel(runtime, {"ms": 800, "ignore": True},
+                                                lambda: anyio.sleep(0.02))
+        assert result.code == "TOOL_STALLED"
+        assert "was cancelled" in result.error.message
     assert len(finished) == 1
 
 
