@@ -854,30 +854,28 @@ async def test_sub_lane_without_agent_still_dispatches(rt: ToolRuntime, probe: _
     assert result.value == {"tag": "x"}
 
 
-@pytest.mark.anyio
-async def test_turn_internal_stage_failure_is_reraised(rt: ToolRuntime, probe: _Probe,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """It re-raises a stage invariant failure instead of fabricating results."""
+@pytest.fixture
+def broken_finish(rt: ToolRuntime, probe: _Probe, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runtime with a ``sleep`` tool whose finish stage breaks its invariant."""
     rt.register(_tool(probe, "sleep"))
 
     async def broken_finish(outcome: Any) -> ToolResult:
         raise RuntimeError("finish invariant broke")
 
     monkeypatch.setattr(rt.stages, "finish", broken_finish)
+
+
+@pytest.mark.anyio
+async def test_turn_internal_stage_failure_is_reraised(rt: ToolRuntime, broken_finish: None) -> None:
+    """It re-raises a stage invariant failure instead of fabricating results."""
     with anyio.fail_after(5), pytest.raises(RuntimeError, match="finish invariant broke"):
         await execute_tool_calls(rt, _calls(("sleep", {}), ("sleep", {})))
 
 
 @pytest.mark.anyio
-async def test_sub_lane_internal_failure_leaves_no_caller_waiting(rt: ToolRuntime, probe: _Probe,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_sub_lane_internal_failure_leaves_no_caller_waiting(rt: ToolRuntime,
+                                                                  broken_finish: None) -> None:
     """It settles every waiting program call and surfaces the failure when a stage breaks."""
-    rt.register(_tool(probe, "sleep"))
-
-    async def broken_finish(outcome: Any) -> ToolResult:
-        raise RuntimeError("finish invariant broke")
-
-    monkeypatch.setattr(rt.stages, "finish", broken_finish)
     seen: list[str] = []
     with anyio.fail_after(5), pytest.raises(ExceptionGroup) as caught:
         async with open_sub_lane(rt, outer_call=_outer(rt, None)) as lane, \
