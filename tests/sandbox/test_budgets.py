@@ -30,11 +30,6 @@ NEST = "v = 1\nfor i in range({n}):\n    v = [v]\nreturn v"
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def sandbox() -> AsyncIterator[Sandbox]:
     async with Sandbox(warm=2) as box:
         yield box

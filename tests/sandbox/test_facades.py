@@ -31,11 +31,6 @@ _MUTABLE = (dict, list, set, bytearray, collections.deque)
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 async def registry() -> object:
     tasks = TaskRegistry()
     token = CURRENT_TASKS.set(tasks)

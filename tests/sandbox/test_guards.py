@@ -75,11 +75,6 @@ async def test_getattr_refuses_coroutine_driving_and_loop_access() -> None:
         guarded_getattr(future, "get_loop")
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_getattr_allows_ordinary_names_and_defaults() -> None:
     """It returns ordinary attributes, and the default when one is given."""
     assert guarded_getattr([], "append") is not None

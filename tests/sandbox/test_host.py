@@ -27,11 +27,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def sandbox() -> AsyncIterator[Sandbox]:
     async with Sandbox(executor=STANDIN, warm=2) as box:
         yield box

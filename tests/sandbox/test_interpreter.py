@@ -22,11 +22,6 @@ from sandbox.interpreter import (
 ERROR_KINDS = {"exception", "invalid-output", "memory-limit"}
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 class Host:
     """A recording call_tool handler."""
 

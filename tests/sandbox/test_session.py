@@ -17,11 +17,6 @@ PROBE_SECRET = "try:\n    return secret\nexcept NameError:\n    return False"
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def sandbox() -> AsyncIterator[Sandbox]:
     async with Sandbox(warm=1) as box:
         yield box

@@ -24,11 +24,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def full() -> AsyncIterator[Sandbox]:
     async with Sandbox(executor=STANDIN, warm=1) as sandbox:
         yield sandbox

@@ -149,11 +149,6 @@ class EscapeHarness:
 
 
 @pytest.fixture(scope="session")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="session")
 async def worker_sandbox() -> AsyncIterator[Sandbox]:
     """One warm worker supply for the whole suite (every run still gets a fresh worker process)."""
     async with Sandbox() as sandbox:

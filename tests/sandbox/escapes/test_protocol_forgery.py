@@ -31,11 +31,6 @@ FORGED = "FORGED-RESULT"
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 async def forged() -> AsyncIterator[Sandbox]:
     """Workers that run plain CPython: the program fully controls its end of the channel."""
     async with Sandbox(executor=STANDIN, warm=2) as box:
