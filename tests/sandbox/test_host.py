@@ -269,7 +269,9 @@ async def test_no_process_descriptor_or_directory_leaks() -> None:
             await run(box, "raise ValueError('x')")
             assert template is not None and pid_alive(template)
             # The warm supply refills at a quiet moment; wait for it rather than racing the reaper.
-            while not worker_dirs(template):
+            for _ in range(2000):
+                if worker_dirs(template):
+                    break
                 await anyio.sleep(0.01)
             pids = list(box.live_worker_pids)
             assert pids
