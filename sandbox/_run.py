@@ -20,6 +20,7 @@ from typing import Any, Final, Protocol
 import anyio
 import anyio.abc
 
+from ._reader import open_reader
 from .errors import ToolCallFailure
 from .host import WorkerHandle
 from .limits import SandboxLimits
@@ -34,8 +35,8 @@ from .protocol import (
     LogFrame,
     ProtocolViolation,
     ReadyFrame,
+    WorkerFrame,
     encode_frame,
-    parse_worker_frame,
     value_depth,
 )
 from .results import ErrorKind, RunError, RunResult, RunStats
@@ -52,7 +53,6 @@ __all__ = (
 CallTool = Callable[[str, JsonValue], Awaitable[JsonValue]]
 OnLog = Callable[[str], "Awaitable[None] | None"]
 
-_RECV_CHUNK: Final = 1 << 18
 #: Frames a run may send that the rules ignore (duplicate call ids, logs past the budget).
 _MAX_IGNORED: Final = 1000
 _EXIT_WAIT: Final = 2.0
@@ -69,6 +69,25 @@ class CancelLike(Protocol):
 
 class _Ended(Exception):  # internal control flow, never escapes this module
     pass
+
+
+class _Slot:
+    """An idle server's mailbox: the next call frame for it."""
+
+    __slots__ = ("_event", "_frame")
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self._frame: CallFrame | None = None
+
+    def hand(self, frame: CallFrame) -> None:
+        self._frame = frame
+        self._event.set()
+
+    async def wait(self) -> CallFrame:
+        await self._event.wait()
+        assert self._frame is not None
+        return self._frame
 
 
 class _RunState:
@@ -93,6 +112,9 @@ class _RunState:
         self.cpu_ms: float | None = None
         self.send_lock = anyio.Lock(fast_acquire=True)
         self.decoder = FrameDecoder(limits.frame_bytes)
+        # Calls are served by long-lived server tasks (as many as calls were ever in flight at once):
+        # starting a task per call costs more than the whole round trip of a trivial call.
+        self.idle: list[_Slot] = []
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         if self.error is None and self.done is None:
@@ -102,6 +124,16 @@ class _RunState:
         # Every frame the host sends is built from checked parts (tool values are snapshotted).
         data = memoryview(encode_frame(frame, validate=False))
         sock = self.worker.channel
+        if not self.send_lock.locked():
+            # Nobody is halfway through a frame: try it in one go (the common case, no lock needed).
+            try:
+                data = data[sock.send(data):]
+            except BlockingIOError:
+                pass
+            except OSError:
+                return
+            if not data:
+                return
         async with self.send_lock:
             while data:
                 try:
@@ -168,6 +200,28 @@ class _RunState:
             raise _Ended
         return True
 
+    def take_now(self, frame: WorkerFrame) -> bool:
+        """Hand a call straight to an idle server as it arrives (the reader's hook; never raises).
+
+        Only the plain case is taken: a fresh id within the budget while the run is still going;
+        everything else goes through :meth:`handle` in order.
+        """
+        if (type(frame) is not CallFrame or not self.idle or self.error is not None
+                or frame.id in self.seen_ids or self.calls >= self.limits.max_tool_calls):
+            return False
+        self.seen_ids.add(frame.id)
+        self.calls += 1
+        self.idle.pop().hand(frame)
+        return True
+
+    async def _server(self, frame: CallFrame) -> None:
+        """Serve calls one after another until the run ends (which cancels the task group)."""
+        while True:
+            await self.serve_call(frame)
+            slot = _Slot()
+            self.idle.append(slot)
+            frame = await slot.wait()
+
     async def serve_call(self, frame: CallFrame) -> None:
         with anyio.CancelScope() as scope:
             self.serving[frame.id] = scope
@@ -203,25 +257,20 @@ class _RunState:
     # --- frames ----------------------------------------------------------------------------
     async def pump(self, task_group: anyio.abc.TaskGroup) -> None:
         """Read and act on frames until ``done``, a violation or the worker's death."""
-        sock = self.worker.channel
+        reader = open_reader(self.worker.channel, self.decoder, self.take_now)
         try:
             while True:
-                try:
-                    data = sock.recv(_RECV_CHUNK)
-                except BlockingIOError:
-                    await anyio.wait_readable(sock)
-                    continue
-                except OSError:
-                    data = b""
-                if not data:
+                frame = await reader.next_frame()
+                if frame is None:
                     await self._worker_died()
                     raise _Ended
-                for body in self.decoder.feed(data):
-                    await self.handle(parse_worker_frame(body), task_group)
+                await self.handle(frame, task_group)
         except ProtocolViolation as exc:
             self.fail("protocol", f"the worker broke the sandbox protocol: {exc}")
         except _Ended:
             pass
+        finally:
+            reader.close()
         if self.children:  # tool calls in flight or the cancel watcher: stop them
             task_group.cancel_scope.cancel()
 
@@ -230,8 +279,11 @@ class _RunState:
             await self.add_log(frame)
         elif isinstance(frame, CallFrame):
             if self.accept_call(frame):
-                self.children += 1
-                task_group.start_soon(self.serve_call, frame)
+                if self.idle:
+                    self.idle.pop().hand(frame)
+                else:
+                    self.children += 1
+                    task_group.start_soon(self._server, frame)
         elif isinstance(frame, CancelFrame):
             self.cancel_call(frame)
         elif isinstance(frame, DoneFrame):

@@ -234,13 +234,17 @@ class _Raw:
         self.text = text
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_SORTED_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"),
+                                   sort_keys=True)
+
+
 def dumps(value: Any, *, sort_keys: bool = False, validate: bool = True) -> str:
     """Encode a lossless value as compact JSON text (UTF-8 characters kept, no NaN, no depth limit)."""
     if validate:
         snapshot(value)
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"),
-                          sort_keys=sort_keys)
+        return (_SORTED_ENCODER if sort_keys else _ENCODER).encode(value)
     except RecursionError:
         return _iterative_dumps(value, sort_keys)
 
@@ -269,12 +273,18 @@ def _parse_float(text: str) -> float:
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, item in pairs:
-        if key in result:
-            raise LosslessJsonError("json", f"duplicate object key {key!r}")
-        result[key] = item
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise LosslessJsonError("json", f"duplicate object key {key!r}")
+            seen.add(key)
     return result
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_parse_float,
+                            object_pairs_hook=_pairs)
 
 
 def loads(text: str | bytes, *, max_bytes: int | None = None) -> Any:
@@ -292,8 +302,7 @@ def loads(text: str | bytes, *, max_bytes: int | None = None) -> Any:
             raise LosslessJsonError("json", f"text of {size} bytes exceeds the {max_bytes}-byte limit")
     try:
         decoded = text.decode("utf-8") if isinstance(text, bytes) else text
-        return json.loads(decoded, parse_constant=_reject_constant, parse_float=_parse_float,
-                          object_pairs_hook=_pairs)
+        return _DECODER.decode(decoded)
     except LosslessJsonError:
         raise
     except RecursionError:

@@ -141,7 +141,7 @@ class FrameDecoder:
         """Bytes received but not yet returned as a whole frame."""
         return len(self._buffer)
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def feed(self, data: bytes | bytearray) -> list[bytes]:
         """Add received bytes; return every complete frame body, in order."""
         if self._broken:
             raise ProtocolViolation("the channel already lost its framing")

@@ -15,6 +15,7 @@ sent, and a failure to send or allocate ends the process with a status the host 
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import inspect
 import os
@@ -22,6 +23,7 @@ import resource
 import select
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final, NoReturn
@@ -61,12 +63,23 @@ def _encode(frame: dict[str, Any]) -> bytes:
 
 
 class _Channel:
-    """The worker's end of the protocol socket (fd 3): blocking-style sends, async receives."""
+    """The worker's end of the protocol socket (fd 3): blocking-style sends, callback receives.
+
+    The socket is registered with the event loop once, for the worker's life: a readability callback
+    decodes what arrives, resolves the pending call a ``reply`` answers (through ``on_reply``, set by
+    the current run) and queues every other frame for :meth:`receive`. Registering per receive, or a
+    reader task, would cost more than the rest of a trivial call's round trip.
+    """
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.decoder = FrameDecoder(1 << 62)
-        self.frames: list[dict[str, Any]] = []
+        self.frames: collections.deque[dict[str, Any]] = collections.deque()
+        self.on_reply: Callable[[dict[str, Any]], None] | None = None
+        self._buffer = bytearray(_RECV_CHUNK)
+        self._view = memoryview(self._buffer)
+        self._waiter: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def send(self, frame: dict[str, Any]) -> None:
         self.send_bytes(_encode(frame))
@@ -83,20 +96,40 @@ class _Channel:
                 os._exit(EXIT_HOST_GONE)
             view = view[sent:]
 
+    def _on_readable(self) -> None:
+        try:
+            size = self.sock.recv_into(self._view)
+        except BlockingIOError:
+            return
+        except OSError:
+            size = 0
+        if not size:
+            os._exit(EXIT_HOST_GONE)
+        for body in self.decoder.feed(self._buffer[:size]):
+            frame = loads(body.decode("utf-8", "surrogatepass"))
+            if not isinstance(frame, dict):
+                continue
+            if frame.get("type") == "reply":
+                if self.on_reply is not None:
+                    self.on_reply(frame)
+            else:
+                self.frames.append(frame)
+        waiter = self._waiter
+        if self.frames and waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     async def receive(self) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
+        """The next frame that is not a reply (replies go to ``on_reply`` as they arrive)."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self._loop.add_reader(self.sock.fileno(), self._on_readable)
         while not self.frames:
+            waiter = self._waiter = self._loop.create_future()
             try:
-                data = await loop.sock_recv(self.sock, _RECV_CHUNK)
-            except OSError:
-                data = b""
-            if not data:
-                os._exit(EXIT_HOST_GONE)
-            for body in self.decoder.feed(data):
-                frame = loads(body.decode("utf-8", "surrogatepass"))
-                if isinstance(frame, dict):
-                    self.frames.append(frame)
-        return self.frames.pop(0)
+                await waiter
+            finally:
+                self._waiter = None
+        return self.frames.popleft()
 
 
 class _LogLedger:
@@ -253,7 +286,7 @@ async def _serve_runs(channel: _Channel, executor: ModuleType) -> None:
 
 
 async def _execute(run: _Run, executor: ModuleType, frame: dict[str, Any],
-                   globals_: dict[str, Any] | None, *, replies: bool = True) -> dict[str, Any]:
+                   globals_: dict[str, Any] | None) -> dict[str, Any]:
     try:
         options = ({"module_scope": frame.get("persist") is True}
                    if _accepts(executor, "compile_program", "module_scope") else {})
@@ -263,7 +296,7 @@ async def _execute(run: _Run, executor: ModuleType, frame: dict[str, Any],
     except Exception as exc:
         kind = getattr(exc, "kind", "syntax")
         return _error(kind if kind in ("syntax", "policy") else "syntax", str(exc))
-    reader = asyncio.ensure_future(_dispatch_replies(run) if replies else asyncio.sleep(0))
+    run.channel.on_reply = run.resolve
     extra: dict[str, Any] = {}
     if _accepts_log_cap(executor):
         # Let the executor's own capture forward one byte past the budget, so the ledger sees the
@@ -275,7 +308,7 @@ async def _execute(run: _Run, executor: ModuleType, frame: dict[str, Any],
             log=run.log, globals_=globals_, **extra)
         return run.done_frame(outcome)
     finally:
-        reader.cancel()
+        run.channel.on_reply = None
 
 
 @functools.cache
@@ -294,19 +327,13 @@ def _accepts_log_cap(executor: ModuleType) -> bool:
         return False
 
 
-async def _dispatch_replies(run: _Run) -> None:
-    while True:
-        frame = await run.channel.receive()
-        if frame.get("type") == "reply":
-            run.resolve(frame)
-
-
 class _NullChannel(_Channel):
     """A channel that discards what it is sent (used by the warm-up run)."""
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # no socket: nothing is ever received
         self.decoder = FrameDecoder(1 << 20)
-        self.frames = []
+        self.frames = collections.deque()
+        self.on_reply = None
 
     def send_bytes(self, data: bytes) -> None:
         self.decoder.feed(data)
@@ -326,7 +353,7 @@ async def _warm_up(executor: ModuleType) -> None:
     """
     frame = loads(dumps(_WARM_UP))
     run = _Run(_NullChannel(), frame)
-    done = await _execute(run, executor, frame, None, replies=False)
+    done = await _execute(run, executor, frame, None)
     run.channel.send(done)
     resource.getrusage(resource.RUSAGE_SELF)
 

@@ -1,0 +1,177 @@
+"""Frames from one worker's channel, for the host: a reader per run.
+
+The host reads a worker's channel for the whole of a run, one small frame at a time, and on the hot
+path of a child call (call frame in, reply out) the cost of *waiting* for a frame matters as much as the
+cost of decoding it. On asyncio the reader registers the channel with the event loop once per run and
+a readability callback decodes and parses what arrives; it offers each frame to the run's ``take_now``
+hook first (which hands a call straight to an idle server task), and only the rest wakes the run's pump.
+Elsewhere it falls back to ``anyio.wait_readable`` per read (correct on every backend, slower: it
+registers and unregisters the descriptor around every wait).
+
+Both readers apply the frame budget through :class:`~sandbox.protocol.FrameDecoder` and stop reading
+while :data:`_BACKLOG` decoded frames wait for the pump, so a worker that floods its channel is held
+back by the socket buffer instead of filling the host's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections import deque
+from collections.abc import Callable
+from typing import Final, Protocol
+
+import anyio
+
+from .protocol import FrameDecoder, ProtocolViolation, WorkerFrame, parse_worker_frame
+
+__all__ = ("FrameReader", "open_reader")
+
+_RECV_CHUNK: Final = 1 << 18
+#: Decoded frames the reader holds before it stops reading the socket (back pressure).
+_BACKLOG: Final = 64
+
+
+TakeNow = Callable[[WorkerFrame], bool]
+
+
+class FrameReader(Protocol):
+    """The parsed frames of one run, in order (except those ``take_now`` took as they arrived)."""
+
+    async def next_frame(self) -> WorkerFrame | None:
+        """The next frame, or ``None`` once the worker closed its end; raise ProtocolViolation."""
+        ...
+
+    def close(self) -> None:
+        """Stop reading (idempotent); the socket itself stays open."""
+        ...
+
+
+def open_reader(sock: socket.socket, decoder: FrameDecoder, take_now: TakeNow, *,
+                portable: bool = False) -> FrameReader:
+    """A reader for ``sock``: the event-loop callback reader on asyncio, else the portable one.
+
+    ``take_now(frame)`` runs synchronously as a frame arrives and returns True if it consumed it; it
+    must not raise (the portable reader calls it too, so both behave alike).
+    """
+    if not portable and _on_asyncio():
+        return _LoopReader(sock, decoder, take_now)
+    return _PortableReader(sock, decoder, take_now)
+
+
+def _on_asyncio() -> bool:
+    try:
+        return asyncio.current_task() is not None
+    except RuntimeError:  # no running asyncio loop: another backend
+        return False
+
+
+class _PortableReader:
+    __slots__ = ("_bodies", "_decoder", "_sock", "_take_now")
+
+    def __init__(self, sock: socket.socket, decoder: FrameDecoder, take_now: TakeNow) -> None:
+        self._sock = sock
+        self._decoder = decoder
+        self._take_now = take_now
+        self._bodies: deque[bytes] = deque()
+
+    async def next_frame(self) -> WorkerFrame | None:
+        while True:
+            while self._bodies:
+                frame = parse_worker_frame(self._bodies.popleft())
+                if not self._take_now(frame):
+                    return frame
+            try:
+                data = self._sock.recv(_RECV_CHUNK)
+            except BlockingIOError:
+                await anyio.wait_readable(self._sock)
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                return None
+            self._bodies.extend(self._decoder.feed(data))
+
+    def close(self) -> None:
+        pass
+
+
+class _LoopReader:
+    """Reads in a readability callback registered once; the pump awaits a future only when idle."""
+
+    __slots__ = ("_buffer", "_decoder", "_eof", "_error", "_fd", "_frames", "_loop", "_reading",
+                 "_sock", "_take_now", "_view", "_waiter")
+
+    def __init__(self, sock: socket.socket, decoder: FrameDecoder, take_now: TakeNow) -> None:
+        self._sock = sock
+        self._decoder = decoder
+        self._take_now = take_now
+        self._loop = asyncio.get_running_loop()
+        self._fd = sock.fileno()
+        self._frames: deque[WorkerFrame] = deque()
+        # One receive buffer per run: ``recv(n)`` would allocate (and, this large, mmap) n bytes per call.
+        self._buffer = bytearray(_RECV_CHUNK)
+        self._view = memoryview(self._buffer)
+        self._eof = False
+        self._error: ProtocolViolation | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._reading = False
+        self._resume()
+
+    def _resume(self) -> None:
+        if not self._reading and not self._eof and self._error is None:
+            self._loop.add_reader(self._fd, self._on_readable)
+            self._reading = True
+
+    def _pause(self) -> None:
+        if self._reading:
+            self._loop.remove_reader(self._fd)
+            self._reading = False
+
+    def _on_readable(self) -> None:
+        try:
+            size = self._sock.recv_into(self._view)
+        except BlockingIOError:
+            return
+        except OSError:
+            size = 0
+        data = self._buffer[:size]
+        if not data:
+            self._eof = True
+            self._pause()
+        else:
+            try:
+                for body in self._decoder.feed(data):
+                    frame = parse_worker_frame(body)
+                    if not self._take_now(frame):
+                        self._frames.append(frame)
+            except ProtocolViolation as exc:
+                self._error = exc
+                self._pause()
+            if len(self._frames) >= _BACKLOG:
+                self._pause()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done() and (self._frames or self._eof or self._error):
+            waiter.set_result(None)
+
+    async def next_frame(self) -> WorkerFrame | None:
+        while not self._frames:
+            if self._error is not None:
+                raise self._error
+            if self._eof:
+                return None
+            self._resume()
+            waiter = self._waiter = self._loop.create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        frame = self._frames.popleft()
+        if not self._reading and len(self._frames) < _BACKLOG // 2:
+            self._resume()
+        return frame
+
+    def close(self) -> None:
+        self._pause()
+        self._eof = True
+        self._view.release()

@@ -1,0 +1,130 @@
+"""The host's per-run frame reader: order, end of stream, violations, the take-now hook, back pressure."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from sandbox._reader import _BACKLOG, open_reader
+from sandbox.protocol import (
+    HEADER,
+    CallFrame,
+    FrameDecoder,
+    LogFrame,
+    ProtocolViolation,
+    WorkerFrame,
+    encode_frame,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def channel() -> Iterator[tuple[socket.socket, socket.socket]]:
+    host, worker = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    host.setblocking(False)
+    yield host, worker
+    host.close()
+    worker.close()
+
+
+def _log(i: int) -> bytes:
+    return encode_frame({"type": "log", "text": f"line {i}"})
+
+
+def _never(frame: WorkerFrame) -> bool:
+    return False
+
+
+@pytest.fixture(params=[False, True], ids=["loop", "portable"])
+def portable(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+async def test_frames_arrive_parsed_in_order_then_end(channel: tuple[socket.socket, socket.socket],
+                                                      portable: bool) -> None:
+    host, worker = channel
+    reader = open_reader(host, FrameDecoder(1 << 16), _never, portable=portable)
+    data = b"".join(_log(i) for i in range(5))
+    worker.sendall(data[:7])  # a frame split across reads
+    worker.sendall(data[7:])
+    worker.shutdown(socket.SHUT_WR)
+    with anyio.fail_after(5):
+        frames = [await reader.next_frame() for _ in range(6)]
+    reader.close()
+    assert frames[:5] == [LogFrame(text=f"line {i}", truncated=False) for i in range(5)]
+    assert frames[5] is None
+
+
+async def test_a_violation_comes_after_the_good_frames_before_it(
+        channel: tuple[socket.socket, socket.socket], portable: bool) -> None:
+    host, worker = channel
+    reader = open_reader(host, FrameDecoder(1 << 16), _never, portable=portable)
+    worker.sendall(_log(1) + HEADER.pack(2) + b"[]")
+    with anyio.fail_after(5):
+        assert await reader.next_frame() == LogFrame(text="line 1", truncated=False)
+        with pytest.raises(ProtocolViolation, match="JSON object"):
+            await reader.next_frame()
+    reader.close()
+
+
+async def test_an_oversized_header_is_refused_before_its_body(
+        channel: tuple[socket.socket, socket.socket], portable: bool) -> None:
+    host, worker = channel
+    reader = open_reader(host, FrameDecoder(100), _never, portable=portable)
+    worker.sendall(HEADER.pack(10_000))
+    with anyio.fail_after(5), pytest.raises(ProtocolViolation, match="frame budget"):
+        await reader.next_frame()
+    reader.close()
+
+
+async def test_take_now_consumes_frames_as_they_arrive(channel: tuple[socket.socket, socket.socket],
+                                                       portable: bool) -> None:
+    host, worker = channel
+    taken: list[WorkerFrame] = []
+
+    def take_calls(frame: WorkerFrame) -> bool:
+        if isinstance(frame, CallFrame):
+            taken.append(frame)
+            return True
+        return False
+
+    reader = open_reader(host, FrameDecoder(1 << 16), take_calls, portable=portable)
+    call = encode_frame({"type": "call", "id": 7, "name": "echo", "args": {}})
+    worker.sendall(_log(0) + call + _log(1))
+    worker.shutdown(socket.SHUT_WR)
+    with anyio.fail_after(5):
+        rest = [await reader.next_frame() for _ in range(3)]
+    reader.close()
+    assert taken == [CallFrame(id=7, name="echo", args={})]
+    assert rest == [LogFrame("line 0", False), LogFrame("line 1", False), None]
+
+
+async def test_a_flood_is_held_back_by_the_socket_not_buffered(
+        channel: tuple[socket.socket, socket.socket]) -> None:
+    """The loop reader stops reading once its backlog is full, and resumes as the pump drains it."""
+    host, worker = channel
+    worker.setblocking(False)
+    reader = open_reader(host, FrameDecoder(1 << 16), _never)
+    frames_sent, blocked = 0, False
+    with anyio.fail_after(20):
+        for _ in range(200_000):
+            try:
+                worker.send(_log(frames_sent))  # small frames: each send is all or nothing
+            except BlockingIOError:
+                blocked = True
+                break
+            frames_sent += 1
+            if frames_sent % 64 == 0:
+                await anyio.lowlevel.checkpoint()  # let the reader's callback run
+        assert blocked  # the host stopped reading, so the worker's sends block
+        backlog = len(reader._frames)  # type: ignore[attr-defined]
+        assert _BACKLOG <= backlog < frames_sent  # bounded by one socket read, not by the flood
+        received = [await reader.next_frame() for _ in range(frames_sent)]
+    reader.close()
+    texts = [frame.text for frame in received if isinstance(frame, LogFrame)]
+    assert texts == [f"line {i}" for i in range(frames_sent)]
