@@ -15,8 +15,10 @@ when every earlier job has committed and nothing else starts until it has commit
 start while the pool has room and they do not conflict with a started, uncommitted job (resource claims:
 a write conflicts with any read or write of the same resource).
 
-The single driver loop always prefers a commit over a start, so a slow post-execute of job *k* delays the
-start of later jobs, exactly as in the reference schedulers.
+Commits always come before starts: nothing starts while a commit is in progress, so a slow post-execute
+of job *k* delays the start of later jobs, exactly as in the reference schedulers. The job at the head of
+the lane is committed by the worker that ran it (saving the hand-back to the driver); every other commit
+is the driver's.
 
 Stopping: when the lane's cancellation signal fires, :meth:`OrderedLane.close` is called, or a job's stage
 raises, the lane stops starting. Started jobs are still driven to their commit (their bodies see the
@@ -156,6 +158,7 @@ class OrderedLane:
         self._workers = 0
         self._draining = False
         self._writers = 0  # started, uncommitted jobs whose footprint writes something
+        self._committing = False  # a commit is in progress (by the driver or by a worker)
 
     @property
     def peak_running(self) -> int:
@@ -210,7 +213,7 @@ class OrderedLane:
             if self._failure is not None:
                 if self._running == 0:
                     return
-            elif self._started and not self._started[0].running:
+            elif self._started and not self._started[0].running and not self._committing:
                 await self._commit_head()
                 continue
             elif self._pending and self.stop_reason is None and await self._try_start(group):
@@ -223,8 +226,8 @@ class OrderedLane:
             self._wake = anyio.Event()
 
     async def _try_start(self, group: anyio.abc.TaskGroup) -> bool:
-        if self._exclusive_active or self._running >= self._max_parallel:
-            return False
+        if self._committing or self._exclusive_active or self._running >= self._max_parallel:
+            return False  # (a commit in progress: commits come before starts)
         job = self._pending[0]
         footprint = _classify(job)
         if footprint.exclusive:
@@ -281,18 +284,30 @@ class OrderedLane:
             await slot.job.run()
         except Exception as exc:
             self._fail(exc)
-        finally:
+        except BaseException:
             slot.running = False
             self._running -= 1
             self.notify()
+            raise
+        slot.running = False
+        self._running -= 1
+        # The head of the lane commits right here, in its worker: handing it back to the driver would
+        # cost two more task switches per call (most of a cheap call's time). Later heads, and heads
+        # that settle while a commit is in progress, are the driver's.
+        if self._failure is None and not self._committing and self._started and self._started[0] is slot:
+            await self._commit_head()
+        self.notify()
 
     async def _commit_head(self) -> None:
         slot = self._started[0]
+        self._committing = True
         try:
             await slot.job.commit()
         except Exception as exc:
             self._fail(exc)
             return
+        finally:
+            self._committing = False
         self._started.popleft()
         if slot.footprint.exclusive:
             self._exclusive_active = False

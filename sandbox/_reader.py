@@ -27,7 +27,7 @@ from .protocol import FrameDecoder, ProtocolViolation, WorkerFrame, parse_worker
 
 __all__ = ("FrameReader", "open_reader")
 
-_RECV_CHUNK: Final = 1 << 18
+_RECV_CHUNK: Final = 1 << 16
 #: Decoded frames the reader holds before it stops reading the socket (back pressure).
 _BACKLOG: Final = 64
 

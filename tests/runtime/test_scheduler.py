@@ -125,6 +125,37 @@ async def test_lane_commits_in_order_when_bodies_finish_in_reverse() -> None:
     assert board.peak == 5
 
 
+@dataclass
+class _SlowCommitJob(_Job):
+    """A job whose commit waits for the board's gate ``-1 - index``."""
+
+    async def commit(self) -> None:
+        self.board.log.append(f"commit:{self.index}")
+        await self.board.gate(-1 - self.index).wait()
+        self.board.log.append(f"committed:{self.index}")
+
+
+@pytest.mark.anyio
+async def test_lane_starts_nothing_while_a_commit_is_in_progress() -> None:
+    """A slow commit of the head (done in its worker) delays the start of a job submitted meanwhile."""
+    board = _Board()
+    lane = OrderedLane(max_parallel=10)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: lane.drive(until_idle=False))
+            lane.submit(_SlowCommitJob(0, board))
+            await _wait_for(lambda: "commit:0" in board.log)
+            lane.submit(_Job(1, board))
+            for _ in range(20):
+                await anyio.lowlevel.checkpoint()
+            assert "start:1" not in board.log
+            board.gate(-1).set()
+            await _wait_for(lambda: "commit:1" in board.log)
+            lane.close("done")
+    assert board.log.index("committed:0") < board.log.index("start:1")
+    assert _events(board, "commit") == [0, 1]
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("cap", [1, 2, 3, 7])
 async def test_lane_pool_never_exceeds_the_cap(cap: int) -> None:
