@@ -173,6 +173,21 @@ def _wrap(body: list[ast.stmt]) -> ast.Module:
     return ast.Module(body=[entry], type_ignores=[])
 
 
+def _compile_tree(module: ast.Module, filename: str) -> CodeType:
+    """Compile the transformed tree, filling in missing source positions only if compile needs them.
+
+    The parser and the policy's rewrites (which copy the positions of the nodes they replace) leave
+    every node positioned, and walking the whole tree to check costs as much as compiling it; so the
+    tree is compiled as it is and, should a generated node lack a required position, fixed and compiled
+    again.
+    """
+    try:
+        return compile(module, filename, "exec", dont_inherit=True)
+    except (TypeError, ValueError):
+        ast.fix_missing_locations(module)
+        return compile(module, filename, "exec", dont_inherit=True)
+
+
 def compile_program(source: str, *, filename: str = "<program>",
                     module_scope: bool = True) -> CompiledProgram:
     """Compile ``source`` as the body of an async function under the sandbox's language policy.
@@ -203,7 +218,7 @@ def compile_program(source: str, *, filename: str = "<program>",
     last_line = max((getattr(stmt, "end_lineno", 1) or 1 for stmt in entry.body), default=1)
     tail = ast.Return(value=ast.Name(NO_VALUE_NAME, ast.Load()))
     head: list[ast.stmt] = [ast.Global(names=list(collector.names))]
-    if not module_scope and not any(isinstance(node, ast.Global) for node in ast.walk(entry)):
+    if not module_scope and not policy.uses_global:
         head = []
     entry.body = [*(head if collector.names else []), *entry.body, tail]
     for node, line in ((entry, 1), *((stmt, 1) for stmt in head), (tail, last_line), (tail.value, last_line)):
@@ -211,11 +226,10 @@ def compile_program(source: str, *, filename: str = "<program>",
         node.lineno = line
         node.end_lineno = last_line if node is entry else line
         node.col_offset = node.end_col_offset = 0
-    ast.fix_missing_locations(module)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            code = compile(module, filename, "exec", dont_inherit=True)
+            code = _compile_tree(module, filename)
     except SyntaxError as exc:
         raise _syntax(exc.lineno, f"{type(exc).__name__}: {exc.msg}") from None
     except (RecursionError, MemoryError, ValueError) as exc:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
@@ -77,6 +77,7 @@ EXTRA_METHOD_NAMES = frozenset({"__post_init__", "__repr__", "__str__"})
 RESERVED_GLOBALS = frozenset({"ToolCallError", "tools"})
 
 _T_visit = ast.AST | Iterable[ast.AST] | None
+_Node = TypeVar("_Node", bound=ast.AST)
 
 
 def needs_guarded_getattr(name: str) -> bool:
@@ -98,6 +99,52 @@ class ProgramPolicy(RestrictingNodeTransformer):
         # Innermost-last stack of the function kinds we are inside: "entry", "async", "sync", "class".
         self._scopes: list[str] = []
         self._defining_method = False
+        #: True once a ``global`` statement was seen anywhere in the program.
+        self.uses_global = False
+        self._visitors: dict[type, Any] = {}
+
+    # -- traversal (the stdlib's, minus its per-node overheads) ----------------------------------
+
+    def visit(self, node: ast.AST) -> _T_visit:
+        """Dispatch to ``visit_<Class>``, else to RestrictedPython's rejecting ``generic_visit``.
+
+        The same dispatch as :meth:`ast.NodeVisitor.visit`, with the method looked up once per node
+        class instead of once per node (compiling a program is on every run's critical path).
+        """
+        kind = type(node)
+        visitor = self._visitors.get(kind)
+        if visitor is None:
+            visitor = self._visitors[kind] = getattr(self, "visit_" + kind.__name__, self.generic_visit)
+        result: _T_visit = visitor(node)
+        return result
+
+    def node_contents_visit(self, node: _Node) -> _Node:
+        """Visit every child of ``node`` exactly as :meth:`ast.NodeTransformer.generic_visit` does."""
+        visit = self.visit
+        for field in node._fields:  # (what ast.iter_fields does, without the generator)
+            try:
+                old_value = getattr(node, field)
+            except AttributeError:
+                continue
+            if isinstance(old_value, list):
+                new_values: list[Any] = []
+                for value in old_value:
+                    if isinstance(value, ast.AST):
+                        value = visit(value)
+                        if value is None:
+                            continue
+                        if not isinstance(value, ast.AST):
+                            new_values.extend(value)
+                            continue
+                    new_values.append(value)
+                old_value[:] = new_values
+            elif isinstance(old_value, ast.AST):
+                new_node = visit(old_value)
+                if new_node is None:
+                    delattr(node, field)
+                else:
+                    setattr(node, field, new_node)
+        return node
 
     # -- diagnostics -------------------------------------------------------------------------------
 
@@ -246,6 +293,7 @@ class ProgramPolicy(RestrictingNodeTransformer):
 
     def visit_Global(self, node: ast.Global) -> _T_visit:
         """Allow ``global`` except for the sandbox-provided names."""
+        self.uses_global = True
         for name in node.names:
             self.check_name(node, name)
             if name in RESERVED_GLOBALS:
@@ -350,7 +398,8 @@ class ProgramPolicy(RestrictingNodeTransformer):
         value = node.value
         if (node.attr == "__init__" and isinstance(node.ctx, ast.Load) and isinstance(value, ast.Call)
                 and isinstance(value.func, ast.Name) and value.func.id == "super"):
-            hook = ast.Call(func=ast.Name(SUPER_INIT_NAME, ast.Load()), args=[self.visit(value)], keywords=[])
+            inner = cast(ast.expr, self.visit(value))
+            hook = ast.Call(func=ast.Name(SUPER_INIT_NAME, ast.Load()), args=[inner], keywords=[])
             return ast.fix_missing_locations(ast.copy_location(hook, node))
         if isinstance(node.ctx, ast.Load) and not needs_guarded_getattr(node.attr):
             attr = node.attr

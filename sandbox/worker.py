@@ -339,7 +339,35 @@ class _NullChannel(_Channel):
         self.decoder.feed(data)
 
 
-_WARM_UP: Final = {"type": "run", "program": "return None", "tool_names": [], "persist": False,
+#: A small program touching what typical programs use (calls, recursion, loops, comprehensions,
+#: sorting, string building, dicts, exceptions, printing, awaiting): running it once before ``ready``
+#: copies the template pages those paths write to, so the first real run does not pay for them.
+_WARM_UP_PROGRAM: Final = """\
+import asyncio
+import math
+def depth(n):
+    return n if n < 2 else depth(n - 1) + depth(n - 2)
+values = [i * 7 % 101 for i in range(2000)]
+table = {f"k{i % 97}": i for i in range(2000)}
+counts = {}
+for value in values:
+    counts[value] = counts.get(value, 0) + 1
+parts = []
+for value in values[:500]:
+    parts.append(f"{value}:{value % 3}")
+text = ",".join(parts)
+try:
+    table["missing"]
+except KeyError as exc:
+    missing = str(exc)
+ordered = sorted(values, key=lambda v: -v)
+print(text[:20], missing, len(ordered))
+await asyncio.sleep(0)
+return {"depth": depth(12), "sum": sum(values) + len(table), "top": ordered[:3],
+        "roots": [round(math.sqrt(v), 3) for v in values[:3]], "text": text.upper()[:8]}
+"""
+
+_WARM_UP: Final = {"type": "run", "program": _WARM_UP_PROGRAM, "tool_names": [], "persist": False,
                    "limits": {"frame_bytes": 1 << 20, "result_bytes": 1 << 20, "log_bytes": 1 << 20}}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from typing import Any
 
@@ -15,6 +16,7 @@ from sandbox.compiler import (
     ProgramCompileError,
     ProgramPolicyError,
     ProgramSyntaxError,
+    _compile_tree,
     compile_program,
 )
 
@@ -119,3 +121,14 @@ def test_a_global_statement_keeps_module_scope() -> None:
     source = "counter = 0\ndef bump():\n    global counter\n    counter += 1\nbump()\nreturn counter"
     entry = _entry_code(compile_program(source, module_scope=False))
     assert "counter" not in entry.co_varnames
+
+
+def test_a_generated_node_without_a_position_still_compiles() -> None:
+    """It fills in missing source positions when a rewritten tree needs them (and only then)."""
+    module = ast.parse("x = 1")
+    module.body.append(ast.Expr(value=ast.Name(id="x", ctx=ast.Load())))  # no lineno anywhere
+    code = _compile_tree(module, "<program>")
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+    assert namespace["x"] == 1
+    assert module.body[1].lineno == 1  # took its parent's position

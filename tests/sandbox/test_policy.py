@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+import textwrap
+from pathlib import Path
 from types import CodeType
+from typing import Any
 
 import pytest
 
 from sandbox.compiler import ProgramPolicyError, ProgramSyntaxError, compile_program
-from sandbox.policy import RESERVED_GLOBALS, needs_guarded_getattr
+from sandbox.policy import ENTRY_NAME, RESERVED_GLOBALS, ProgramPolicy, needs_guarded_getattr
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "programs"
+ESCAPES = Path(__file__).resolve().parent / "escapes"
 
 
 def _names(code: CodeType) -> set[str]:
@@ -163,3 +171,38 @@ def test_super_init_is_the_only_private_attribute_load() -> None:
     names = _names(compile_program("class C(B):\n    def __init__(self):\n        super().__init__()\n").code)
     assert "_codemode_super_init_" in names
     assert _policy_errors("x = C.__init__\n")
+
+
+class _StdlibTraversal(ProgramPolicy):
+    """The policy with the stdlib's own dispatch and child traversal (the reference)."""
+
+    def visit(self, node: ast.AST) -> Any:
+        return ast.NodeVisitor.visit(self, node)
+
+    def node_contents_visit(self, node: Any) -> Any:
+        return ast.NodeTransformer.generic_visit(self, node)
+
+
+def _corpus() -> list[tuple[str, str]]:
+    programs = [(f"example:{path.name}", path.read_text()) for path in sorted(EXAMPLES.glob("*.py"))]
+    for module in sorted(ESCAPES.glob("test_*.py")):
+        loaded = importlib.import_module(f"tests.sandbox.escapes.{module.stem}")
+        for attack in getattr(loaded, "ATTACKS", ()):
+            programs.append((f"attack:{attack.id}", textwrap.dedent(attack.source).strip("\n")))
+    return programs
+
+
+def _transform(policy: ProgramPolicy, source: str) -> tuple[str, list[tuple[int, str]]]:
+    module = ast.Module(body=[ast.AsyncFunctionDef(
+        name=ENTRY_NAME, args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                            kw_defaults=[], kwarg=None, defaults=[]),
+        body=ast.parse(source).body, decorator_list=[], returns=None, lineno=1, col_offset=0)],
+        type_ignores=[])
+    policy.visit(module)
+    return ast.dump(module, include_attributes=True), policy.diagnostics
+
+
+@pytest.mark.parametrize(("label", "source"), _corpus(), ids=lambda value: str(value)[:60])
+def test_the_fast_traversal_transforms_exactly_like_the_stdlib(label: str, source: str) -> None:
+    """It rewrites every program (attacks included) to the same tree, with the same diagnostics."""
+    assert _transform(ProgramPolicy(), source) == _transform(_StdlibTraversal(), source)
