@@ -578,7 +578,10 @@ def markdown(results: dict[str, Any]) -> str:
         for peer in peers:
             net = compute[peer]["net_s"].get(workload.name)
             ratio = compute[peer]["ratio_to_cpython"].get(workload.name)
-            cells.append("-" if net is None else f"{_ms(net)} ({ratio:.2f}x)")
+            if net is None:
+                cells.append("-")
+            else:  # (no ratio when the CPython baseline was left out with --only)
+                cells.append(_ms(net) if ratio is None else f"{_ms(net)} ({ratio:.2f}x)")
         lines.append(f"| {workload.name} | " + " | ".join(cells) + " |")
     lines.append("| **geomean ratio** | " + " | ".join(
         "-" if (g := compute[p]["geomean_ratio_to_cpython"]) is None else f"**{g:.2f}x**" for p in peers)

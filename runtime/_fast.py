@@ -1,10 +1,11 @@
 """Fast paths for the hot dispatch path: freezing small plain values and checking them against schemas.
 
-Both are *conservative accelerators*: :func:`freeze` handles exact ``dict``/``list`` trees of plain
-scalars and falls back to :func:`sandbox.lossless.snapshot` for anything else (subclasses, huge ints,
-deep nesting, cycles, bad values), so its result and its errors are exactly the full walk's. A compiled
-check answers True only when the value certainly has no violations; on False the caller runs the full
-validator, which produces the messages. Correctness lives in the full walks; this module only skips work.
+Both are *conservative accelerators*: :func:`freeze` is :func:`sandbox.lossless.snapshot`, whose own fast
+path copies exact ``dict``/``list`` trees of plain scalars and hands anything else (subclasses, huge
+ints, deep nesting, cycles, bad values) to the full walk, so its result and its errors are exactly the
+full walk's. A compiled check answers True only when the value certainly has no violations; on False
+the caller runs the full validator, which produces the messages. Correctness lives in the full walks;
+this module only skips work.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
-from sandbox.lossless import FrozenDict, FrozenList, snapshot
+from sandbox.lossless import FrozenDict, is_plain, snapshot
 
 from .schema import SCALAR_TYPES, json_equal, validate_value
 
@@ -23,58 +24,16 @@ _MAX_DEPTH: Final = 24
 _INT_LIMIT: Final = 1 << 1000
 
 
-class _Fallback(Exception):
-    """The value needs the full walk."""
-
-
-def _freeze(value: Any, depth: int) -> Any:
-    kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return value
-    if kind is int:
-        if -_INT_LIMIT < value < _INT_LIMIT:
-            return value
-        raise _Fallback
-    if kind is float:
-        if math.isfinite(value) and (value != 0 or math.copysign(1.0, value) > 0):
-            return value
-        raise _Fallback
-    if depth >= _MAX_DEPTH:
-        raise _Fallback
-    if kind is dict or kind is FrozenDict:
-        out = {}
-        for key, item in dict.items(value):
-            if type(key) is not str:
-                raise _Fallback
-            # Strings dominate tool values: skip the call for them.
-            out[key] = item if type(item) is str else _freeze(item, depth + 1)
-        return FrozenDict(out)
-    if kind is list or kind is FrozenList:
-        return FrozenList([item if type(item) is str else _freeze(item, depth + 1)
-                           for item in list.__iter__(value)])
-    raise _Fallback
-
-
 def freeze(value: Any, root: str = "value") -> Any:
-    """Same result and errors as ``snapshot(value, freeze=True, root=root)``, faster for plain values."""
-    try:
-        return _freeze(value, 0)
-    except _Fallback:
-        return snapshot(value, freeze=True, root=root)
-    except RecursionError:  # pragma: no cover - bounded by _MAX_DEPTH
-        return snapshot(value, freeze=True, root=root)
+    """``snapshot(value, freeze=True, root=root)`` (which copies plain values on its fast path)."""
+    return snapshot(value, freeze=True, root=root)
 
 
 Check = Callable[[Any], bool]
 _CACHE: dict[int, tuple[Any, Check | None]] = {}
 
 
-def _plain(value: Any, depth: int = 0) -> bool:
-    try:
-        _freeze(value, depth)
-    except _Fallback:
-        return False
-    return True
+_plain = is_plain
 
 
 def _scalar_check(kind: str) -> Check:

@@ -31,6 +31,7 @@ __all__ = (
     "dumps",
     "encoded_size",
     "is_lossless",
+    "is_plain",
     "loads",
     "snapshot",
     "thaw",
@@ -125,15 +126,77 @@ def _check_scalar(value: object, path: str) -> object:
 _CONTAINER = object()
 
 
+#: The fast copy handles trees up to this deep and integers below this size; anything else (and any
+#: subclass, bad value or cycle) takes the full walk, which owns every error message.
+_FAST_DEPTH = 24
+_FAST_INT = 1 << 1000
+
+
+class _Unusual(Exception):
+    """The value needs the full walk."""
+
+
+def _fast_copy(value: Any, depth: int, dict_type: type[dict[str, Any]], list_type: type[list[Any]]) -> Any:
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int:
+        if -_FAST_INT < value < _FAST_INT:
+            return value
+        raise _Unusual
+    if kind is float:
+        if math.isfinite(value) and (value != 0 or math.copysign(1.0, value) > 0):
+            return value
+        raise _Unusual
+    if depth >= _FAST_DEPTH:
+        raise _Unusual
+    if kind is dict or kind is FrozenDict:
+        out = {}
+        for key, item in dict.items(value):
+            if type(key) is not str:
+                raise _Unusual
+            # Strings dominate JSON values: skip the call for them.
+            out[key] = item if type(item) is str else _fast_copy(item, depth + 1, dict_type, list_type)
+        return out if dict_type is dict else dict_type(out)
+    if kind is list or kind is FrozenList:
+        items = [item if type(item) is str else _fast_copy(item, depth + 1, dict_type, list_type)
+                 for item in list.__iter__(value)]
+        return items if list_type is list else list_type(items)
+    raise _Unusual
+
+
+def is_plain(value: object) -> bool:
+    """True for a small, shallow tree of exact dicts and lists of ordinary scalars (never raises).
+
+    Plain values are lossless; the converse does not hold (deep or exotic values are checked fully).
+    """
+    try:
+        _fast_copy(value, 0, dict, list)
+    except (_Unusual, RecursionError):
+        return False
+    return True
+
+
 def snapshot(value: object, *, freeze: bool = False, root: str = "value") -> Any:
     """Validate ``value`` and return a detached deep copy of it.
 
     With ``freeze=True`` the copy is built from :class:`FrozenDict` and :class:`FrozenList`, so nobody
     downstream can mutate it. Shared sub-values (a DAG) are allowed and copied once per reference; a
     cycle is an error. Raises :class:`LosslessJsonError` naming the first offending path.
+
+    Small plain trees (the common case) are copied recursively; everything else, and every error,
+    comes from the full iterative walk, so the result is the same either way.
     """
     dict_type: type[dict[str, Any]] = FrozenDict if freeze else dict
     list_type: type[list[Any]] = FrozenList if freeze else list
+    try:
+        return _fast_copy(value, 0, dict_type, list_type)
+    except (_Unusual, RecursionError):
+        return _full_snapshot(value, dict_type, list_type, root)
+
+
+def _full_snapshot(value: object, dict_type: type[dict[str, Any]], list_type: type[list[Any]],
+                   root: str) -> Any:
     if _check_scalar(value, root) is not _CONTAINER:
         return value
     # Build bottom-up: each frame collects its children, then becomes an immutable/plain container.

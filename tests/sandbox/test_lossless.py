@@ -8,16 +8,18 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandbox.lossless import (
     FrozenDict,
     FrozenList,
     LosslessJsonError,
+    _full_snapshot,
     canonical_dumps,
     dumps,
     is_lossless,
+    is_plain,
     loads,
     snapshot,
 )
@@ -127,3 +129,49 @@ def test_decoder_is_total_on_random_bytes(data: bytes) -> None:
     """It either decodes or raises LosslessJsonError, never anything else."""
     with contextlib.suppress(LosslessJsonError):
         loads(data)
+
+
+def _exact_types(a: Any, b: Any) -> bool:
+    """Equality that also compares container classes (dict vs FrozenDict)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_exact_types(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_exact_types(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+unusual = (st.sampled_from([math.nan, -0.0, (1,), b"x", 1 << 2000, 1 << 14001])
+           | st.builds(lambda: {1: "a"}) | st.builds(lambda: FrozenDict({"a": 1})))
+mixed_values = st.recursive(
+    scalars | unusual,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(mixed_values, st.booleans())
+@settings(max_examples=300)
+def test_the_fast_copy_agrees_with_the_full_walk(value: Any, freeze: bool) -> None:
+    """It returns the same copy (container classes included) or raises the same error either way."""
+    dict_type = FrozenDict if freeze else dict
+    list_type = FrozenList if freeze else list
+    try:
+        expected = _full_snapshot(value, dict_type, list_type, "value")
+    except LosslessJsonError as exc:
+        with pytest.raises(LosslessJsonError) as raised:
+            snapshot(value, freeze=freeze)
+        assert str(raised.value) == str(exc)
+        assert not is_plain(value)
+        return
+    assert _exact_types(snapshot(value, freeze=freeze), expected)
+
+
+def test_a_deep_value_takes_the_full_walk() -> None:
+    """It copies values deeper than the fast path's bound through the full walk, unchanged."""
+    deep: Any = 1
+    for _ in range(100):
+        deep = {"x": [deep]}
+    assert not is_plain(deep)
+    assert snapshot(deep, freeze=True) == deep
