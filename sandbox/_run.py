@@ -316,7 +316,8 @@ class _RunState:
 def _success(call_id: int, value: object) -> dict[str, Any]:
     """A reply carrying a checked copy of the tool's value, or a failure saying why it cannot."""
     try:
-        clean = snapshot(value, root="result")
+        # (A frozen value is checked and immutable already: it is encoded as it is.)
+        clean = snapshot(value, freeze=True, root="result")
     except LosslessJsonError as exc:
         return _failure(call_id, f"the tool's result is not lossless JSON: {exc}", "INVALID_TOOL_OUTPUT")
     if value_depth(clean) > MAX_VALUE_DEPTH - 2:

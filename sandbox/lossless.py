@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, NoReturn, TypeAlias
 
 __all__ = (
@@ -60,9 +60,17 @@ def _immutable(self: object, *args: object, **kwargs: object) -> NoReturn:
 
 
 class FrozenDict(dict[str, Any]):
-    """A ``dict`` snapshot that refuses mutation (still a ``dict`` for ``isinstance`` and ``json``)."""
+    """A ``dict`` snapshot that refuses mutation (still a ``dict`` for ``isinstance`` and ``json``).
+
+    Constructing one checks and freezes its contents as ``snapshot(..., freeze=True)`` does, so every
+    ``FrozenDict`` is lossless and frozen all the way down; that is what lets :func:`snapshot` return
+    one unchanged instead of copying it again.
+    """
 
     __slots__ = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        dict.update(self, snapshot(dict(*args, **kwargs), freeze=True))
     __setitem__ = __delitem__ = __ior__ = _immutable
     clear = pop = popitem = setdefault = update = _immutable
 
@@ -80,9 +88,15 @@ class FrozenDict(dict[str, Any]):
 
 
 class FrozenList(list[Any]):
-    """A ``list`` snapshot that refuses mutation (still a ``list`` for ``isinstance`` and ``json``)."""
+    """A ``list`` snapshot that refuses mutation (still a ``list`` for ``isinstance`` and ``json``).
+
+    Like :class:`FrozenDict`, constructing one checks and freezes its items.
+    """
 
     __slots__ = ()
+
+    def __init__(self, items: Iterable[Any] = ()) -> None:
+        list.extend(self, snapshot(list(items), freeze=True))
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _immutable
     append = clear = extend = insert = pop = remove = reverse = sort = _immutable
 
@@ -136,6 +150,18 @@ class _Unusual(Exception):
     """The value needs the full walk."""
 
 
+def _make_frozen_dict(items: dict[str, Any]) -> FrozenDict:
+    made = dict.__new__(FrozenDict)  # (no __init__: the items are checked and frozen already)
+    dict.update(made, items)
+    return made
+
+
+def _make_frozen_list(items: Iterable[Any]) -> FrozenList:
+    made = list.__new__(FrozenList)
+    list.extend(made, items)
+    return made
+
+
 def _fast_copy(value: Any, depth: int, dict_type: type[dict[str, Any]], list_type: type[list[Any]]) -> Any:
     kind = type(value)
     if kind is str or kind is bool or value is None:
@@ -151,17 +177,21 @@ def _fast_copy(value: Any, depth: int, dict_type: type[dict[str, Any]], list_typ
     if depth >= _FAST_DEPTH:
         raise _Unusual
     if kind is dict or kind is FrozenDict:
+        if kind is FrozenDict and dict_type is FrozenDict:  # checked and frozen all the way down
+            return value
         out = {}
         for key, item in dict.items(value):
             if type(key) is not str:
                 raise _Unusual
             # Strings dominate JSON values: skip the call for them.
             out[key] = item if type(item) is str else _fast_copy(item, depth + 1, dict_type, list_type)
-        return out if dict_type is dict else dict_type(out)
+        return out if dict_type is dict else _make_frozen_dict(out)
     if kind is list or kind is FrozenList:
+        if kind is FrozenList and list_type is FrozenList:
+            return value
         items = [item if type(item) is str else _fast_copy(item, depth + 1, dict_type, list_type)
                  for item in list.__iter__(value)]
-        return items if list_type is list else list_type(items)
+        return items if list_type is list else _make_frozen_list(items)
     raise _Unusual
 
 
@@ -236,7 +266,11 @@ def _full_snapshot(value: object, dict_type: type[dict[str, Any]], list_type: ty
             continue
         stack.pop()
         active.discard(id(container))
-        built: Any = dict_type(collected) if is_dict else list_type(v for _, v in collected)
+        if dict_type is dict:
+            built: Any = dict(collected) if is_dict else [v for _, v in collected]
+        else:
+            built = (_make_frozen_dict(dict(collected)) if is_dict
+                     else _make_frozen_list(v for _, v in collected))
         if not stack:
             result = built
             break

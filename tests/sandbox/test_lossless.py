@@ -175,3 +175,17 @@ def test_a_deep_value_takes_the_full_walk() -> None:
         deep = {"x": [deep]}
     assert not is_plain(deep)
     assert snapshot(deep, freeze=True) == deep
+
+
+def test_constructing_a_frozen_value_checks_and_freezes_its_contents() -> None:
+    """It refuses non-lossless contents and freezes nested containers, so a frozen value is trusted."""
+    with pytest.raises(LosslessJsonError, match="not a JSON value"):
+        FrozenDict({"a": object()})
+    with pytest.raises(LosslessJsonError, match="non-finite"):
+        FrozenList([1, math.nan])
+    frozen = FrozenDict({"a": {"b": [1]}}, c="d")
+    assert type(frozen["a"]) is FrozenDict and type(frozen["a"]["b"]) is FrozenList
+    assert frozen == {"a": {"b": [1]}, "c": "d"}
+    assert snapshot(frozen, freeze=True) is frozen  # nothing to copy
+    thawed = snapshot(frozen)
+    assert type(thawed) is dict and type(thawed["a"]) is dict and thawed == frozen
