@@ -34,6 +34,7 @@ __all__ = ("Sandbox",)
 
 _RESPAWN_PAUSE: Final = 0.05
 _RETIRE_GRACE: Final = 0.25
+_REFILL_SETTLE: Final = 0.01
 
 
 class Sandbox:
@@ -66,6 +67,7 @@ class Sandbox:
         self._active = 0
         self._quiet = anyio.Event()
         self._quiet.set()
+        self._quiet_since = time.monotonic()
         self._sessions: set[SandboxSession] = set()
         self._cpu_watch = CpuWatch()
         self._stack: contextlib.AsyncExitStack | None = None
@@ -130,14 +132,21 @@ class Sandbox:
         """Keep ``warm`` workers ready; fork replacements while no run is in flight.
 
         Forking and isolating a worker costs a few milliseconds of CPU; doing it while a run is in
-        flight would steal that CPU from the run. So replacements wait for a quiet moment, unless the
-        supply is empty (then the next run would have to wait for a fork anyway).
+        flight would steal that CPU from the run. So replacements wait until no run has been in flight
+        for :data:`_REFILL_SETTLE` (whoever awaited the last run gets to use its result first: the
+        template's fork would otherwise preempt it), unless the supply is empty (then the next run
+        would have to wait for a fork anyway).
         """
         while self._open:
             while self._open and len(self._ready) + self._starting < self._warm:
-                if self._active and self._ready:
-                    await self._quiet.wait()
-                    continue
+                if self._ready:
+                    if self._active:
+                        await self._quiet.wait()
+                        continue
+                    settle = self._quiet_since + _REFILL_SETTLE - time.monotonic()
+                    if settle > 0:
+                        await anyio.sleep(settle)
+                        continue
                 self._starting += 1
                 try:
                     worker = await self._template.spawn(self._layers)
@@ -239,6 +248,7 @@ class Sandbox:
         finally:
             self._active -= 1
             if not self._active:
+                self._quiet_since = time.monotonic()
                 self._quiet.set()
 
 

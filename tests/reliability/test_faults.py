@@ -327,8 +327,10 @@ async def test_a_host_scope_cancelled_mid_gather_still_pairs_the_model_level_cal
     assert event_log_problems(agent.events) == []
 
 
-async def test_faults_leave_no_process_descriptor_or_directory_behind() -> None:
+async def test_faults_leave_no_process_descriptor_or_directory_behind(world: World) -> None:
     """It leaves nothing behind after a killed worker, garbage frames, a silent worker and a cancel."""
+    with anyio.fail_after(30):
+        await world.sandbox.wait_warm()  # the module's shared sandbox forks nothing during the count
     before = Resources.now()
     with anyio.fail_after(30):
         sandbox = Sandbox(executor=HOSTILE)

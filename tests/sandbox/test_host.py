@@ -258,8 +258,10 @@ async def test_caller_cancellation_kills_and_reaps_the_worker_then_propagates(sa
     assert pids[0] not in sandbox.live_worker_pids
 
 
-async def test_no_process_descriptor_or_directory_leaks() -> None:
+async def test_no_process_descriptor_or_directory_leaks(sandbox: Sandbox) -> None:
     """It leaves no worker, template, descriptor or working directory behind after closing."""
+    with anyio.fail_after(30):
+        await sandbox.wait_warm()  # the module's shared sandbox opens no descriptor during the count
     fds_before = open_fds()
     with anyio.fail_after(30):
         async with Sandbox(executor=STANDIN, warm=2) as box:
