@@ -408,7 +408,7 @@ if pid == 0:
     phases["install seccomp"] = time.perf_counter() - t
     t = time.perf_counter()
     loop.run_until_complete(worker._warm_up(executor))
-    phases["warm-up run (compile + run 'return None')"] = time.perf_counter() - t
+    phases["warm-up run (compile + run the warm-up program)"] = time.perf_counter() - t
     profile.disable()
     phases["fork to ready (child side)"] = time.perf_counter() - start
     out = io.StringIO()

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
-from sandbox.lossless import FrozenDict, is_plain, snapshot
+from sandbox.lossless import FrozenDict, FrozenList, is_plain, snapshot
 
 from .schema import SCALAR_TYPES, json_equal, validate_value
 
@@ -74,12 +74,12 @@ def _compile(schema: Any, depth: int = 0) -> Check | None:
         return scalar
     if kind == "array":
         if "items" not in schema:
-            return lambda v: type(v) is list and _plain(v)
+            return lambda v: (type(v) is list or type(v) is FrozenList) and _plain(v)
         items = _compile(schema["items"], depth + 1)
         if items is None:
             return None
         item_check = items
-        return lambda v: type(v) is list and all(item_check(x) for x in v)
+        return lambda v: (type(v) is list or type(v) is FrozenList) and all(item_check(x) for x in v)
     if kind == "object":
         properties = schema.get("properties", {})
         if not isinstance(properties, dict):

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
+import anyio.abc
 
 from sandbox.lossless import JsonValue, LosslessJsonError, loads, snapshot
 
@@ -337,6 +338,9 @@ class SubLane:
         self._count = 0
         self._waiting: set[_ChildJob] = set()
         self.over_reason: str | None = None
+        # The driver starts with the first submission: a program that calls no tool costs no task.
+        self._group: anyio.abc.TaskGroup | None = None
+        self._driving = False
 
     @property
     def submitted(self) -> int:
@@ -369,6 +373,9 @@ class SubLane:
         self._count += 1
         job = _ChildJob(self, name, frozen, f"{self.outer.call_id}:code:{self._count}")
         self._waiting.add(job)
+        if not self._driving and self._group is not None:
+            self._driving = True
+            self._group.start_soon(self._drive)
         try:
             self._lane.submit(job)
             await job.done.wait()
@@ -428,7 +435,7 @@ async def open_sub_lane(rt: ToolRuntime, *, outer_call: OuterCall, max_parallel:
     dispose = signal.on_cancel(on_outer_cancel)
     try:
         async with anyio.create_task_group() as group:
-            group.start_soon(sub._drive)
+            sub._group = group
             try:
                 yield sub
             finally:

@@ -347,13 +347,13 @@ import asyncio
 import math
 def depth(n):
     return n if n < 2 else depth(n - 1) + depth(n - 2)
-values = [i * 7 % 101 for i in range(2000)]
-table = {f"k{i % 97}": i for i in range(2000)}
+values = [i * 7 % 101 for i in range(200)]
+table = {f"k{i % 97}": i for i in range(200)}
 counts = {}
 for value in values:
     counts[value] = counts.get(value, 0) + 1
 parts = []
-for value in values[:500]:
+for value in values[:50]:
     parts.append(f"{value}:{value % 3}")
 text = ",".join(parts)
 try:
@@ -363,7 +363,7 @@ except KeyError as exc:
 ordered = sorted(values, key=lambda v: -v)
 print(text[:20], missing, len(ordered))
 await asyncio.sleep(0)
-return {"depth": depth(12), "sum": sum(values) + len(table), "top": ordered[:3],
+return {"depth": depth(8), "sum": sum(values) + len(table), "top": ordered[:3],
         "roots": [round(math.sqrt(v), 3) for v in values[:3]], "text": text.upper()[:8]}
 """
 

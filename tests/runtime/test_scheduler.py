@@ -783,6 +783,26 @@ async def test_sub_lane_children_carry_the_outer_identity(rt: ToolRuntime, agent
 
 
 @pytest.mark.anyio
+async def test_sub_lane_starts_its_driver_only_for_a_first_call(rt: ToolRuntime, agent: Agent) -> None:
+    """It costs a tool-less run no driver task, and still serves calls once one is submitted."""
+    rt.register(define_tool(name="noop", description="does nothing", parameters={},
+                            output=ToolOutput(schema={"type": "object"}, render=_render),
+                            execute=lambda args, ctx: _empty()))
+    with anyio.fail_after(5):
+        async with open_sub_lane(rt, outer_call=_outer(rt, agent, "quiet")) as lane:
+            assert lane.submitted == 0
+        assert not lane._driving  # type: ignore[attr-defined]
+        async with open_sub_lane(rt, outer_call=_outer(rt, agent, "busy")) as lane:
+            result = await lane.submit("noop", {})
+            assert lane._driving  # type: ignore[attr-defined]
+    assert not result.is_error and result.value == {}
+
+
+async def _empty() -> dict[str, Any]:
+    return {}
+
+
+@pytest.mark.anyio
 async def test_sub_lane_exclusive_children_never_overlap(rt: ToolRuntime, probe: _Probe) -> None:
     """It runs exclusive child calls one at a time even when the program gathers them."""
     rt.register(_tool(probe, "write", safe=False))

@@ -232,3 +232,23 @@ def test_fast_validation_agrees_with_the_full_walk(schema: dict[str, Any], value
             freeze(value)
     else:
         assert freeze(value) == expected
+        # the pipeline validates frozen values: the same answers for them
+        assert validate_fast(schema, expected, "value") == validate_value(schema, expected, "value")
+
+
+@pytest.mark.parametrize("value", [{"logs": ["a", "b"], "result": [1, {"x": [2]}]}, {"logs": []}])
+@pytest.mark.parametrize("frozen", [False, True])
+def test_fast_validation_accepts_valid_values_without_the_full_walk(
+        monkeypatch: pytest.MonkeyPatch, value: Any, frozen: bool) -> None:
+    """It answers a valid value (plain or frozen, arrays included) on the compiled check alone."""
+    from runtime import _fast
+    from sandbox.lossless import snapshot
+
+    schema = {"type": "object", "additionalProperties": False, "required": ["logs"],
+              "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}}}
+
+    def full_walk(*args: Any) -> list[str]:
+        raise AssertionError("the full validator ran for a valid value")
+
+    monkeypatch.setattr(_fast, "validate_value", full_walk)
+    assert _fast.validate_fast(schema, snapshot(value, freeze=frozen)) == []
