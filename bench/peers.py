@@ -71,6 +71,10 @@ class Peer:
         """Why this peer cannot run ``workload`` (None when it can)."""
         return None
 
+    async def quiesce(self) -> None:
+        """Finish background work before another peer is timed (default: there is none)."""
+        return None
+
     async def run(self, workload: Workload) -> Any:
         """Run the program once and return its value."""
         raise NotImplementedError
@@ -265,6 +269,10 @@ class CodemodeSandboxPeer(Peer):
         if self.wait_warm:
             await self.sandbox.wait_warm()
             await anyio.sleep(_SETTLE_SECONDS)
+
+    async def quiesce(self) -> None:
+        """Wait for the warm supply's refill, so that it does not run during another peer's timing."""
+        await self.sandbox.wait_warm()
 
     async def run(self, workload: Workload) -> Any:
         result = await self.sandbox.run(workload.body, tool_names=TOOL_NAMES, call_tool=_host_call)

@@ -6,10 +6,12 @@ verdicts and the machine) and ``bench/results/latest.md`` (the same as Markdown 
 
 Method, the same for every peer (see bench/README.md for what each number means):
 
-- each peer is entered first (pools, templates, warm supplies start untimed), then each workload runs
+- every peer is entered first (pools, templates, warm supplies start untimed), then each workload runs
   once untimed as a warm-up whose value is checked against the workload's expected value;
-- timed runs: as many as fit a per-cell time budget, between a minimum and a maximum count; the codemode
-  peers let their warm supply refill (untimed) before each run, so every timed run is a warm one;
+- timed runs: as many as fit a per-cell time budget, between a minimum and a maximum count, spread over
+  a few rounds in which every peer runs every workload in turn (all peers stay open), so drift of the
+  machine hits every peer alike; the codemode peers let their warm supply refill (untimed) before each
+  run, and every peer waits for the others' background work (a refill) before it is timed;
 - a cell reports the median wall time of ``peer.run(workload)``: program text in, checked value out;
 - compute figures are *net*: the workload's median minus the same peer's median for ``return 1``, so a
   per-run fixed cost (a process hop, a fork) does not hide or inflate the interpreter's speed; per-call
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import importlib.metadata
 import json
@@ -60,6 +63,7 @@ class Settings:
         self.min_runs = 2 if quick else 5
         self.max_runs = 25 if quick else 200
         self.slow_min_runs = 1 if quick else 2  # a cell whose single run exceeds 1 s
+        self.rounds = 2 if quick else 5  # timed runs of every cell are spread over these rounds
         self.cold_runs = 2 if quick else 5
         self.spawn_runs = 5 if quick else 20
 
@@ -73,57 +77,106 @@ def _summary(samples: list[float]) -> dict[str, Any]:
     return {"median_s": statistics.median(ordered), "p10_s": at(0.1), "p90_s": at(0.9), "n": len(ordered)}
 
 
-async def _measure_cell(peer: Peer, workload: Workload, settings: Settings) -> dict[str, Any]:
+async def _timed_run(peer: Peer, workload: Workload) -> tuple[float, Any]:
+    prepare = getattr(peer, "prepare", None)
+    if prepare is not None:
+        await prepare()
+    start = time.perf_counter()
+    with anyio.fail_after(120):
+        value = await peer.run(workload)
+    return time.perf_counter() - start, value
+
+
+async def _first_run(peer: Peer, workload: Workload, settings: Settings) -> tuple[dict[str, Any] | None, int,
+                                                                                   list[float]]:
+    """The untimed warm-up of one cell: ``(verdict, runs still to do, samples so far)``.
+
+    The verdict is ``None`` when the cell is measured, else its ``na``/``failed`` entry.
+    """
     reason = peer.unsupported(workload)
     if reason is not None:
-        return {"na": reason}
-    prepare = getattr(peer, "prepare", None)
+        return {"na": reason}, 0, []
     try:
-        if prepare is not None:
-            await prepare()
-        start = time.perf_counter()
-        with anyio.fail_after(120):
-            value = await peer.run(workload)
-        first = time.perf_counter() - start
+        first, value = await _timed_run(peer, workload)
     except (PeerFailure, Exception) as exc:
-        return {"failed": f"{type(exc).__name__}: {exc}"[:500]}
+        return {"failed": f"{type(exc).__name__}: {exc}"[:500]}, 0, []
     if value != workload.expected:
-        return {"failed": f"wrong value {value!r:.200}"}
-    samples: list[float] = []
+        return {"failed": f"wrong value {value!r:.200}"}, 0, []
     if first > 1.0:  # a slow cell (a tree-walking interpreter): the warm-up is a fair sample
-        samples.append(first)
-        runs = settings.slow_min_runs - 1
-    else:
-        runs = max(settings.min_runs, min(settings.max_runs, int(settings.cell_budget / max(first, 1e-6))))
-    for _ in range(runs):
-        if prepare is not None:
-            await prepare()
-        start = time.perf_counter()
-        with anyio.fail_after(120):
-            value = await peer.run(workload)
-        samples.append(time.perf_counter() - start)
-        if value != workload.expected:
-            return {"failed": f"wrong value {value!r:.200}"}
-    return _summary(samples)
+        return None, settings.slow_min_runs - 1, [first]
+    runs = int(settings.cell_budget / max(first, 1e-6))
+    return None, max(settings.min_runs, min(settings.max_runs, runs)), []
+
+
+async def _quiesce(peers: list[Peer]) -> None:
+    """Let every peer finish its background work (a codemode refill) before another peer is timed."""
+    for peer in peers:
+        quiesce = getattr(peer, "quiesce", None)
+        if quiesce is not None:
+            await quiesce()
 
 
 async def measure_peers(settings: Settings, only: set[str] | None) -> dict[str, dict[str, Any]]:
-    """Every workload on every peer: ``{peer: {workload: cell}}``."""
+    """Every workload on every peer: ``{peer: {workload: cell}}``.
+
+    Every peer is open for the whole measurement, and each cell's timed runs are spread over
+    ``settings.rounds`` rounds in which every peer runs every workload in turn: a machine that drifts
+    (load from elsewhere, a vCPU that gets slower) then shifts every peer alike, so ratios between peers
+    measured in the same run stay meaningful.
+    """
     table: dict[str, dict[str, Any]] = {}
-    for peer in all_peers():
-        if only and peer.name not in only:
-            continue
-        print(f"-- {peer.name}", file=sys.stderr, flush=True)
-        row: dict[str, Any] = {}
-        try:
-            async with peer:
-                for workload in WORKLOADS:
-                    row[workload.name] = await _measure_cell(peer, workload, settings)
-                    print(f"   {workload.name:17} {_cell_text(row[workload.name])}", file=sys.stderr,
-                          flush=True)
-        except Exception as exc:
-            row["error"] = f"{type(exc).__name__}: {exc}"[:500]
-        table[peer.name] = row
+    async with contextlib.AsyncExitStack() as stack:
+        opened: list[Peer] = []
+        for peer in all_peers():
+            if only and peer.name not in only:
+                continue
+            try:
+                await stack.enter_async_context(peer)
+            except Exception as exc:
+                table[peer.name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+                continue
+            opened.append(peer)
+            table[peer.name] = {}
+        left: dict[tuple[str, str], int] = {}
+        samples: dict[tuple[str, str], list[float]] = {}
+        for workload in WORKLOADS:
+            for peer in opened:
+                await _quiesce(opened)
+                verdict, runs, first = await _first_run(peer, workload, settings)
+                if verdict is not None:
+                    table[peer.name][workload.name] = verdict
+                else:
+                    left[peer.name, workload.name], samples[peer.name, workload.name] = runs, first
+        for round_number in range(settings.rounds):
+            print(f"-- round {round_number + 1} of {settings.rounds}", file=sys.stderr, flush=True)
+            for workload in WORKLOADS:
+                for peer in opened:
+                    key = (peer.name, workload.name)
+                    if key not in left:
+                        continue
+                    share = math.ceil(left[key] / (settings.rounds - round_number))
+                    left[key] -= share
+                    await _quiesce(opened)
+                    for _ in range(share):
+                        try:
+                            elapsed, value = await _timed_run(peer, workload)
+                        except (PeerFailure, Exception) as exc:
+                            table[peer.name][workload.name] = {"failed": f"{type(exc).__name__}: {exc}"[:500]}
+                            del left[key]
+                            break
+                        if value != workload.expected:
+                            table[peer.name][workload.name] = {"failed": f"wrong value {value!r:.200}"}
+                            del left[key]
+                            break
+                        samples[key].append(elapsed)
+        for (peer_name, workload_name), cell_samples in samples.items():
+            if workload_name not in table[peer_name] and cell_samples:
+                table[peer_name][workload_name] = _summary(cell_samples)
+    for peer_name, row in table.items():
+        for workload in WORKLOADS:
+            if workload.name in row:
+                print(f"{peer_name:18} {workload.name:17} {_cell_text(row[workload.name])}", file=sys.stderr,
+                      flush=True)
     return table
 
 
