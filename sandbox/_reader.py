@@ -175,3 +175,6 @@ class _LoopReader:
         self._pause()
         self._eof = True
         self._view.release()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)  # a pump still waiting sees the end of the stream

@@ -257,7 +257,7 @@ class _RunState:
     # --- frames ----------------------------------------------------------------------------
     async def pump(self, task_group: anyio.abc.TaskGroup) -> None:
         """Read and act on frames until ``done``, a violation or the worker's death."""
-        reader = open_reader(self.worker.channel, self.decoder, self.take_now)
+        reader = self.worker.reader = open_reader(self.worker.channel, self.decoder, self.take_now)
         try:
             while True:
                 frame = await reader.next_frame()
@@ -271,6 +271,8 @@ class _RunState:
             pass
         finally:
             reader.close()
+            if self.worker.reader is reader:
+                self.worker.reader = None
         if self.children:  # tool calls in flight or the cancel watcher: stop them
             task_group.cancel_scope.cancel()
 

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.abc
@@ -25,6 +25,9 @@ import anyio.abc
 from ._template import sweep_workdirs
 from .errors import SandboxStartError
 from .protocol import FrameDecoder, ProtocolViolation, ReadyFrame, parse_worker_frame
+
+if TYPE_CHECKING:
+    from ._reader import FrameReader
 
 __all__ = (
     "DEFAULT_EXECUTOR",
@@ -69,6 +72,8 @@ class WorkerHandle:
         self.cpu_seconds: float | None = None
         self.killed = False
         self._cpu_mark: float | None = None
+        #: The reader of the run in progress; closed before the channel is (see close_channel).
+        self.reader: FrameReader | None = None
 
     def cpu_now(self) -> float | None:
         """CPU seconds (user + system) the worker has used so far, from /proc; None if unreadable."""
@@ -97,7 +102,14 @@ class WorkerHandle:
         self.exited.set()
 
     def close_channel(self) -> None:
-        """Close the host end of the protocol channel (idempotent)."""
+        """Close the host end of the protocol channel (idempotent).
+
+        A run's reader is stopped first: the event loop must forget the descriptor before its number
+        can be reused by another socket.
+        """
+        reader, self.reader = self.reader, None
+        if reader is not None:
+            reader.close()
         self.template._open_channels.discard(self)
         with contextlib.suppress(OSError):
             self.channel.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Iterator
 
@@ -128,3 +129,22 @@ async def test_a_flood_is_held_back_by_the_socket_not_buffered(
     reader.close()
     texts = [frame.text for frame in received if isinstance(frame, LogFrame)]
     assert texts == [f"line {i}" for i in range(frames_sent)]
+
+
+async def test_closing_the_reader_ends_a_waiting_pump_and_forgets_the_descriptor(
+        channel: tuple[socket.socket, socket.socket]) -> None:
+    """It wakes a pump waiting for a frame with the end of the stream and unregisters its descriptor."""
+    host, _ = channel
+    reader = open_reader(host, FrameDecoder(1 << 16), _never)
+    got: list[WorkerFrame | None] = []
+
+    async def pump() -> None:
+        got.append(await reader.next_frame())
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(pump)
+            await anyio.lowlevel.checkpoint()
+            reader.close()  # what WorkerHandle.close_channel does before it closes the socket
+    assert got == [None]
+    assert not asyncio.get_running_loop().remove_reader(host.fileno())  # nothing left registered
