@@ -67,6 +67,9 @@ class ToolRuntime:
         self.stages = Stages(self)
         self._stack: contextlib.AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._background = 0
+        self._background_done: anyio.Event | None = None
+        self._background_scopes: set[anyio.CancelScope] = set()
         self.closed = False
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -74,25 +77,43 @@ class ToolRuntime:
     async def __aenter__(self) -> Self:
         if self.closed or self._stack is not None:
             raise RuntimeError("a ToolRuntime can be entered once")
-        group = anyio.create_task_group()
-        await group.__aenter__()
-        self._stack = contextlib.AsyncExitStack()
-        self._task_group = group
+        stack = contextlib.AsyncExitStack()
+        # The task group is the stack's first entry, so resources tied to the runtime later
+        # (enter_async_context) nest inside it and close first: contexts that own task groups or
+        # cancel scopes of their own must be exited in the reverse order of entry.
+        self._task_group = await stack.enter_async_context(anyio.create_task_group())
+        self._stack = stack
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
-        """Await background tasks first (they may still use resources), then close the resources."""
-        stack, group = self._stack, self._task_group
-        self._stack, self._task_group = None, None
+        """Await background tasks first (they may still use resources), then close the resources.
+
+        Leaving on an exception (or a cancellation) cancels the background tasks instead, as a task
+        group does, and waits for them to unwind. The resources close in reverse order of entry and the
+        task group last; by then it has no task left.
+        """
+        stack = self._stack
         self.closed = True
+        if stack is None:
+            return None
         try:
-            if group is not None:
-                await group.__aexit__(exc_type, exc, tb)
+            if exc_type is None:
+                await self._wait_for_background()
+            else:
+                for scope in list(self._background_scopes):
+                    scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    await self._wait_for_background()
         finally:
-            if stack is not None:
-                await stack.aclose()
+            self._stack, self._task_group = None, None
+            await stack.__aexit__(exc_type, exc, tb)
         return None
+
+    async def _wait_for_background(self) -> None:
+        while self._background:
+            done = self._background_done = anyio.Event()
+            await done.wait()
 
     async def enter_async_context(self, manager: contextlib.AbstractAsyncContextManager[_T]) -> _T:
         """Tie ``manager``'s lifetime to this runtime (closed, in reverse order, when the runtime exits)."""
@@ -105,7 +126,21 @@ class ToolRuntime:
         """Run ``fn(*args)`` in the runtime's own task group; the runtime awaits it when it exits."""
         if self._task_group is None:
             raise RuntimeError("start_soon() needs the runtime to be entered (async with)")
-        self._task_group.start_soon(fn, *args, name=name)
+        self._background += 1
+        self._task_group.start_soon(self._tracked, fn, args, name=name or getattr(fn, "__qualname__", None))
+
+    async def _tracked(self, fn: Callable[..., Coroutine[Any, Any, Any]], args: tuple[Any, ...]) -> None:
+        try:
+            with anyio.CancelScope() as scope:
+                self._background_scopes.add(scope)
+                try:
+                    await fn(*args)
+                finally:
+                    self._background_scopes.discard(scope)
+        finally:
+            self._background -= 1
+            if not self._background and self._background_done is not None:
+                self._background_done.set()
 
     # ------------------------------------------------------------------------------ registry
 

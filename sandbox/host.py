@@ -111,6 +111,7 @@ class WorkerHandle:
         if reader is not None:
             reader.close()
         self.template._open_channels.discard(self)
+        _notify_closing(self.channel)
         with contextlib.suppress(OSError):
             self.channel.close()
 
@@ -119,7 +120,10 @@ class WorkerHandle:
         decoder = FrameDecoder(_READY_FRAME_BYTES)
         with anyio.move_on_after(_READY_TIMEOUT):
             while True:
-                await anyio.wait_readable(self.channel)
+                try:
+                    await anyio.wait_readable(self.channel)
+                except anyio.ClosedResourceError:
+                    raise SandboxStartError("the worker's channel was closed during its start") from None
                 try:
                     data = self.channel.recv(_READY_FRAME_BYTES)
                 except BlockingIOError:
@@ -220,7 +224,10 @@ class TemplateProcess:
             try:
                 data = self.control.recv(_MAX_MESSAGE)
             except BlockingIOError:
-                await anyio.wait_readable(self.control)
+                try:
+                    await anyio.wait_readable(self.control)
+                except anyio.ClosedResourceError:  # aclose closed the socket under the wait
+                    return None
                 continue
             except OSError:
                 return None
@@ -335,6 +342,7 @@ class TemplateProcess:
         if self.control is not None:
             with contextlib.suppress(OSError):
                 self.control.shutdown(socket.SHUT_RDWR)
+            _notify_closing(self.control)
             self.control.close()
         self._closed = True
         for handle in list(self._open_channels):
@@ -351,3 +359,15 @@ class TemplateProcess:
                 await process.wait()
             await process.aclose()
         sweep_workdirs(owner=process.pid)  # in case the template died without removing them
+
+
+def _notify_closing(sock: socket.socket) -> None:
+    """Wake any task waiting on ``sock`` and drop the event loop's registration before it is closed.
+
+    Closing a socket under a waiting ``anyio.wait_readable`` would leave the waiter (and anyio's record
+    of it) behind; a new socket that reuses the descriptor number would then be refused as busy.
+    """
+    if sock.fileno() < 0:
+        return
+    with contextlib.suppress(RuntimeError):  # no event loop running: nothing can be waiting
+        anyio.notify_closing(sock)

@@ -127,9 +127,14 @@ class PythonCodeRuntime:
     """The Python code runtime: ``ToolRuntime(mode="code", code_runtime=PythonCodeRuntime())``.
 
     It owns a :class:`sandbox.Sandbox` (a warm supply of isolated workers) unless one is passed in, and
-    must be entered before programs run, outside the runtime that uses it::
+    must be entered before programs run: outside the runtime that uses it, or tied to it::
 
         async with PythonCodeRuntime() as code_runtime, ToolRuntime("code", code_runtime=code_runtime) as rt:
+            ...
+
+        code_runtime = PythonCodeRuntime()
+        async with ToolRuntime("code", code_runtime=code_runtime) as rt:
+            await rt.enter_async_context(code_runtime)
             ...
 
     ``limits`` are the per-run sandbox budgets. With
@@ -213,7 +218,7 @@ class PythonCodeRuntime:
             raise ToolError("invalid description: expected a non-empty string")
         if self._stack is None:
             raise ToolError("the Python code runtime is not running: enter it with 'async with' before "
-                            "the ToolRuntime that uses it")
+                            "the ToolRuntime that uses it, or with rt.enter_async_context(...)")
         names = [definition.name for definition in rt.code_visible(ctx.agent)]
         observer = self.on_log
 

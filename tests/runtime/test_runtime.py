@@ -57,6 +57,35 @@ async def test_lifecycle_owns_background_tasks_and_contexts() -> None:
             pass
 
 
+@pytest.mark.anyio
+async def test_a_resource_with_its_own_task_group_can_be_tied_to_the_runtime() -> None:
+    """It closes resources that own task groups (entered after the runtime) without a scope-order error."""
+    events: list[str] = []
+
+    class Service:
+        async def __aenter__(self) -> Service:
+            self.group = anyio.create_task_group()
+            await self.group.__aenter__()
+            self.group.start_soon(anyio.sleep_forever)
+            events.append("service up")
+            return self
+
+        async def __aexit__(self, *exc: object) -> None:
+            self.group.cancel_scope.cancel()
+            await self.group.__aexit__(None, None, None)
+            events.append("service down")
+
+    async def background() -> None:
+        await anyio.sleep(0.01)
+        events.append("background done")
+
+    with anyio.fail_after(5):
+        async with ToolRuntime() as rt:
+            await rt.enter_async_context(Service())
+            rt.start_soon(background)
+    assert events == ["service up", "background done", "service down"]
+
+
 def test_sections_sorted_by_order_and_shadowed_by_scope() -> None:
     """It renders sections by order, a scoped section replacing a same-named global one."""
     rt = ToolRuntime()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,6 +21,8 @@ from sandbox import (
     SandboxLimits,
     SandboxUsageError,
 )
+from sandbox.errors import SandboxStartError
+from sandbox.host import WorkerHandle
 from sandbox.lossless import JsonValue
 from tests.sandbox._support import STANDIN, Cancel, echo_tool, open_fds, pid_alive, run, worker_dirs
 
@@ -390,3 +393,45 @@ return pid
                     break
                 await anyio.sleep(0.01)
             assert not pid_alive(grandchild)
+
+
+class _NoTemplate:
+    """Just enough of a template for a WorkerHandle that is never spawned."""
+
+    def __init__(self) -> None:
+        self._open_channels: set[Any] = set()
+
+
+async def test_closing_a_channel_under_a_waiting_start_frees_its_descriptor() -> None:
+    """It wakes a start that waits on a channel being closed, so the descriptor number is reusable.
+
+    Closing a socket under a waiting ``anyio.wait_readable`` used to leave the waiter behind; the next
+    socket given the same number was then refused as busy (a worker start failing at random).
+    """
+    host_end, worker_end = socket.socketpair()
+    host_end.setblocking(False)
+    number = host_end.fileno()
+    handle = WorkerHandle(_NoTemplate(), 0, host_end)  # type: ignore[arg-type]
+    failures: list[BaseException] = []
+
+    async def start() -> None:
+        try:
+            await handle.wait_ready()
+        except SandboxStartError as exc:
+            failures.append(exc)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(start)
+            await anyio.sleep(0.05)
+            handle.close_channel()
+        assert failures and "closed during its start" in str(failures[0])
+        reused, other = socket.socketpair()
+        try:
+            if reused.fileno() == number:  # the lowest free number: usually the one just closed
+                other.send(b"x")
+                await anyio.wait_readable(reused)  # not refused as busy
+        finally:
+            reused.close()
+            other.close()
+            worker_end.close()

@@ -22,6 +22,7 @@ from runtime import (
     define_tool,
     text_block,
 )
+from sandbox import SandboxClosedError
 from tools.demo import demo_tools
 from tools.run_code import NO_OUTPUT, PythonCodeRuntime, render_run_output
 from tools.timeout_policy import install_timeout_policy
@@ -369,3 +370,22 @@ async def test_property_declared_names_are_callable_and_nothing_else(
         result = await run(runtime, program)
     expected = [*names, probe if probe in names else None]
     assert not result.is_error and result.value["result"] == expected
+
+
+async def test_the_code_runtime_can_be_tied_to_the_tool_runtime() -> None:
+    """It runs programs when entered with rt.enter_async_context, and closes with the runtime."""
+    code_runtime = PythonCodeRuntime()
+    with anyio.fail_after(60):
+        async with ToolRuntime("code", code_runtime=code_runtime) as rt:
+            for definition in demo_tools():
+                rt.register(definition)
+            await rt.enter_async_context(code_runtime)
+            result = await rt.execute("run_code", {"code": "return (await tools.add(a=2, b=3))['sum']",
+                                                   "description": "tied"})
+            assert result.value == {"logs": [], "result": 5}
+    with pytest.raises(SandboxClosedError):  # the runtime closed it on exit
+        await code_runtime.sandbox.run("return 1", tool_names=(), call_tool=_no_tool)
+
+
+async def _no_tool(name: str, args: Any) -> Any:
+    raise AssertionError("no tool is called")
