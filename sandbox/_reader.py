@@ -51,8 +51,9 @@ def open_reader(sock: socket.socket, decoder: FrameDecoder, take_now: TakeNow, *
                 portable: bool = False) -> FrameReader:
     """A reader for ``sock``: the event-loop callback reader on asyncio, else the portable one.
 
-    ``take_now(frame)`` runs synchronously as a frame arrives and returns True if it consumed it; it
-    must not raise (the portable reader calls it too, so both behave alike).
+    ``take_now(frame)`` runs synchronously as a frame arrives, only while no earlier frame is waiting
+    for the pump, and returns True if it consumed it; it must not raise (the portable reader calls it
+    too, so both behave alike).
     """
     if not portable and _on_asyncio():
         return _LoopReader(sock, decoder, take_now)
@@ -143,7 +144,8 @@ class _LoopReader:
             try:
                 for body in self._decoder.feed(data):
                     frame = parse_worker_frame(body)
-                    if not self._take_now(frame):
+                    # (only with nothing queued ahead: frames are acted on in the order sent)
+                    if self._frames or not self._take_now(frame):
                         self._frames.append(frame)
             except ProtocolViolation as exc:
                 self._error = exc

@@ -203,14 +203,16 @@ class _RunState:
     def take_now(self, frame: WorkerFrame) -> bool:
         """Hand a call straight to an idle server as it arrives (the reader's hook; never raises).
 
-        Only the plain case is taken: a fresh id within the budget while the run is still going;
-        everything else goes through :meth:`handle` in order.
+        Only the plain case is taken: a fresh id within the budget while the run is still going
+        (``accept_call`` then neither ignores nor ends anything); everything else goes through
+        :meth:`handle` in order. The reader offers a frame only when no earlier frame waits, so a call
+        never overtakes a ``done``, ``cancel`` or ``log`` sent before it.
         """
         if (type(frame) is not CallFrame or not self.idle or self.error is not None
-                or frame.id in self.seen_ids or self.calls >= self.limits.max_tool_calls):
+                or self.received_done or frame.id in self.seen_ids
+                or self.calls >= self.limits.max_tool_calls):
             return False
-        self.seen_ids.add(frame.id)
-        self.calls += 1
+        self.accept_call(frame)
         self.idle.pop().hand(frame)
         return True
 

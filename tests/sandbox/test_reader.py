@@ -14,6 +14,7 @@ from sandbox._reader import _BACKLOG, open_reader
 from sandbox.protocol import (
     HEADER,
     CallFrame,
+    DoneFrame,
     FrameDecoder,
     LogFrame,
     ProtocolViolation,
@@ -95,14 +96,40 @@ async def test_take_now_consumes_frames_as_they_arrive(channel: tuple[socket.soc
         return False
 
     reader = open_reader(host, FrameDecoder(1 << 16), take_calls, portable=portable)
-    call = encode_frame({"type": "call", "id": 7, "name": "echo", "args": {}})
-    worker.sendall(_log(0) + call + _log(1))
-    worker.shutdown(socket.SHUT_WR)
+    worker.sendall(encode_frame({"type": "call", "id": 7, "name": "echo", "args": {}}))
     with anyio.fail_after(5):
-        rest = [await reader.next_frame() for _ in range(3)]
+        while not taken:
+            await anyio.lowlevel.checkpoint()
+            if portable:
+                worker.sendall(_log(0))
+                assert await reader.next_frame() == LogFrame("line 0", False)
+        worker.sendall(_log(1))
+        worker.shutdown(socket.SHUT_WR)
+        rest = [await reader.next_frame() for _ in range(2)]
     reader.close()
     assert taken == [CallFrame(id=7, name="echo", args={})]
-    assert rest == [LogFrame("line 0", False), LogFrame("line 1", False), None]
+    assert rest == [LogFrame("line 1", False), None]
+
+
+async def test_a_call_never_overtakes_a_frame_sent_before_it(
+        channel: tuple[socket.socket, socket.socket]) -> None:
+    """It offers a frame to take_now only with nothing queued ahead: a call after ``done`` waits."""
+    host, worker = channel
+    taken: list[WorkerFrame] = []
+
+    def take_calls(frame: WorkerFrame) -> bool:
+        taken.append(frame)
+        return isinstance(frame, CallFrame)
+
+    reader = open_reader(host, FrameDecoder(1 << 16), take_calls)
+    worker.sendall(encode_frame({"type": "done", "has_value": True, "value": 1})
+                   + encode_frame({"type": "call", "id": 8, "name": "echo", "args": {}}))
+    with anyio.fail_after(5):
+        first = await reader.next_frame()
+        second = await reader.next_frame()
+    reader.close()
+    assert isinstance(first, DoneFrame) and second == CallFrame(id=8, name="echo", args={})
+    assert [type(frame) for frame in taken] == [DoneFrame]  # the call was never offered
 
 
 async def test_a_flood_is_held_back_by_the_socket_not_buffered(
