@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from runtime import ToolContext, ToolDefinition, ToolOutput, define_tool
+from runtime import ToolContext, ToolDefinition, ToolOutput, ToolRuntime, define_tool
 
 TEXT_OUTPUT: dict[str, Any] = {
     "type": "object",
@@ -52,3 +53,19 @@ def body_tool(name: str, body: Callable[[Any, ToolContext], Awaitable[Any]], *,
         execute=body,
         **options,
     )
+
+
+@dataclass(frozen=True)
+class OuterCall:
+    """The identity of an outer run_code call, as ``open_sub_lane`` needs it."""
+
+    call_id: str
+    root_call_id: str
+    agent: Any
+    token: Any
+
+
+def outer_call(rt: ToolRuntime, agent: Any, call_id: str = "run-1") -> OuterCall:
+    """An outer run_code call created (not dispatched) on ``rt``, for a sub-lane's children."""
+    execution = rt.stages.create("run_code", {}, call_id=call_id, agent=agent)
+    return OuterCall(call_id, call_id, agent, execution.token)

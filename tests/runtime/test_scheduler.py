@@ -22,6 +22,7 @@ from runtime.events import project_tool_history
 from runtime.results import ToolResult
 from runtime.scheduler import ToolCallRequest, execute_tool_calls, open_sub_lane, parse_arguments
 from runtime.scope import Agent
+from tests.runtime.helpers import outer_call
 
 
 @pytest.fixture
@@ -718,19 +719,6 @@ def test_parse_arguments_round_trips_json_objects(value: dict[str, Any]) -> None
 # the run_code child lane
 
 
-@dataclass
-class _Outer:
-    call_id: str
-    root_call_id: str
-    agent: Any
-    token: Any
-
-
-def _outer(rt: ToolRuntime, agent: Agent | None, call_id: str = "run-1") -> _Outer:
-    execution = rt.stages.create("run_code", {}, call_id=call_id, agent=agent)
-    return _Outer(call_id, call_id, agent, execution.token)
-
-
 @pytest.mark.anyio
 async def test_sub_lane_numbers_children_and_delivers_in_submission_order(
         rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
@@ -739,7 +727,7 @@ async def test_sub_lane_numbers_children_and_delivers_in_submission_order(
     _hook_order(rt, probe)
     delivered: list[str] = []
     with anyio.fail_after(5):
-        async with open_sub_lane(rt, outer_call=_outer(rt, agent)) as lane, \
+        async with open_sub_lane(rt, outer_call=outer_call(rt, agent)) as lane, \
                 anyio.create_task_group() as group:
             async def call(ms: int, tag: str) -> None:
                 result = await lane.submit("sleep", {"ms": ms, "tag": tag})
@@ -773,7 +761,7 @@ async def test_sub_lane_children_carry_the_outer_identity(rt: ToolRuntime, agent
 
     rt.register(define_tool(name="who", description="records identity", parameters={},
                             output=ToolOutput(schema={"type": "object"}, render=_render), execute=record))
-    outer = _outer(rt, agent, "outer-7")
+    outer = outer_call(rt, agent, "outer-7")
     with anyio.fail_after(5):
         async with open_sub_lane(rt, outer_call=outer) as lane:
             await lane.submit("who", {})
@@ -789,10 +777,10 @@ async def test_sub_lane_starts_its_driver_only_for_a_first_call(rt: ToolRuntime,
                             output=ToolOutput(schema={"type": "object"}, render=_render),
                             execute=lambda args, ctx: _empty()))
     with anyio.fail_after(5):
-        async with open_sub_lane(rt, outer_call=_outer(rt, agent, "quiet")) as lane:
+        async with open_sub_lane(rt, outer_call=outer_call(rt, agent, "quiet")) as lane:
             assert lane.submitted == 0
         assert not lane._driving  # type: ignore[attr-defined]
-        async with open_sub_lane(rt, outer_call=_outer(rt, agent, "busy")) as lane:
+        async with open_sub_lane(rt, outer_call=outer_call(rt, agent, "busy")) as lane:
             result = await lane.submit("noop", {})
             assert lane._driving  # type: ignore[attr-defined]
     assert not result.is_error and result.value == {}
@@ -807,7 +795,7 @@ async def test_sub_lane_exclusive_children_never_overlap(rt: ToolRuntime, probe:
     """It runs exclusive child calls one at a time even when the program gathers them."""
     rt.register(_tool(probe, "write", safe=False))
     with anyio.fail_after(5):
-        async with open_sub_lane(rt, outer_call=_outer(rt, None)) as lane, \
+        async with open_sub_lane(rt, outer_call=outer_call(rt, None)) as lane, \
                 anyio.create_task_group() as group:
             for i in range(4):
                 group.start_soon(lane.submit, "write", {"ms": 3, "tag": f"w{i}"})
@@ -821,7 +809,7 @@ async def test_sub_lane_cap_bounds_overlap(probe: _Probe) -> None:
     async with ToolRuntime(max_parallel_sub_calls=2) as runtime:
         runtime.register(_tool(probe, "sleep"))
         with anyio.fail_after(5):
-            async with open_sub_lane(runtime, outer_call=_outer(runtime, None)) as lane, \
+            async with open_sub_lane(runtime, outer_call=outer_call(runtime, None)) as lane, \
                     anyio.create_task_group() as group:
                 for i in range(7):
                     group.start_soon(lane.submit, "sleep", {"ms": 4, "tag": f"s{i}"})
@@ -837,7 +825,7 @@ async def test_sub_lane_close_abandons_queued_and_cancels_in_flight(
     outcomes: dict[str, str] = {}
     with anyio.fail_after(5):
         async with anyio.create_task_group() as group:
-            async with open_sub_lane(rt, outer_call=_outer(rt, agent)) as lane:
+            async with open_sub_lane(rt, outer_call=outer_call(rt, agent)) as lane:
                 async def call(tag: str) -> None:
                     try:
                         result = await lane.submit("write", {"ms": 5000, "tag": tag})
@@ -867,7 +855,7 @@ async def test_sub_lane_follows_the_outer_cancellation(rt: ToolRuntime, probe: _
     source = CancelSource()
     outcomes: list[str] = []
     with anyio.fail_after(5):
-        async with open_sub_lane(rt, outer_call=_outer(rt, None), cancel=source.signal) as lane:
+        async with open_sub_lane(rt, outer_call=outer_call(rt, None), cancel=source.signal) as lane:
             async def call() -> None:
                 try:
                     await lane.submit("sleep", {"ms": 5000})
@@ -886,7 +874,7 @@ async def test_sub_lane_rejects_non_json_arguments_without_numbering(rt: ToolRun
     """It refuses arguments outside lossless JSON before dispatching or numbering anything."""
     rt.register(_tool(probe, "sleep"))
     with anyio.fail_after(5):
-        async with open_sub_lane(rt, outer_call=_outer(rt, None)) as lane:
+        async with open_sub_lane(rt, outer_call=outer_call(rt, None)) as lane:
             with pytest.raises(ToolArgsError, match="tool arguments must be lossless JSON"):
                 await lane.submit("sleep", {"ms": float("nan")})
             assert lane.submitted == 0
@@ -900,7 +888,7 @@ async def test_sub_lane_without_agent_still_dispatches(rt: ToolRuntime, probe: _
     """It runs child calls with no agent and appends no events."""
     rt.register(_tool(probe, "sleep"))
     with anyio.fail_after(5):
-        async with open_sub_lane(rt, outer_call=_outer(rt, None)) as lane:
+        async with open_sub_lane(rt, outer_call=outer_call(rt, None)) as lane:
             result = await lane.submit("sleep", {"tag": "x"})
     assert result.value == {"tag": "x"}
 
@@ -929,7 +917,7 @@ async def test_sub_lane_internal_failure_leaves_no_caller_waiting(rt: ToolRuntim
     """It settles every waiting program call and surfaces the failure when a stage breaks."""
     seen: list[str] = []
     with anyio.fail_after(5), pytest.raises(ExceptionGroup) as caught:
-        async with open_sub_lane(rt, outer_call=_outer(rt, None)) as lane, \
+        async with open_sub_lane(rt, outer_call=outer_call(rt, None)) as lane, \
                 anyio.create_task_group() as group:
             async def call() -> None:
                 try:
@@ -952,7 +940,7 @@ async def test_sub_lane_drains_when_its_enclosing_scope_is_cancelled(rt: ToolRun
     with anyio.fail_after(5):
         with anyio.CancelScope() as scope:  # what the pipeline wraps around a run_code body
             source.signal.attach_scope(scope)
-            async with open_sub_lane(rt, outer_call=_outer(rt, agent), cancel=source.signal) as lane, \
+            async with open_sub_lane(rt, outer_call=outer_call(rt, agent), cancel=source.signal) as lane, \
                     anyio.create_task_group() as group:
                 group.start_soon(lane.submit, "sleep", {"ms": 5000})
                 await _wait_for(lambda: probe.running == 1)

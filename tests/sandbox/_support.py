@@ -69,3 +69,12 @@ class Cancel:
 
     async def wait(self) -> None:
         await self.event.wait()
+
+
+def typed_equal(a: Any, b: Any) -> bool:
+    """Equality that also compares scalar types (True is not 1, 1 is not 1.0); a dict equals a FrozenDict."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(typed_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(typed_equal(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b

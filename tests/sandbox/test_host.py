@@ -24,7 +24,16 @@ from sandbox import (
 from sandbox.errors import SandboxStartError
 from sandbox.host import WorkerHandle
 from sandbox.lossless import JsonValue
-from tests.sandbox._support import STANDIN, Cancel, echo_tool, open_fds, pid_alive, run, worker_dirs
+from tests.sandbox._support import (
+    STANDIN,
+    Cancel,
+    echo_tool,
+    open_fds,
+    pid_alive,
+    run,
+    typed_equal,
+    worker_dirs,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -133,15 +142,6 @@ async def test_an_unsendable_tool_result_is_refused(sandbox: Sandbox, value: Any
     assert result.value == [message, "INVALID_TOOL_OUTPUT"]
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equality that also compares types (True is not 1, 1 is not 1.0)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and a == b
-
-
 _finite = st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: f != 0.0 or str(f) == "0.0")
 _values = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(2**200), max_value=2**200) | _finite | st.text(),
@@ -163,7 +163,7 @@ async def test_lossless_values_round_trip_exactly_through_a_worker(sandbox: Sand
     with anyio.fail_after(20):
         result = await run(sandbox, f"return await tools.echo({value!r})", call_tool=mirror)
     assert result.ok, result.error
-    assert _same(received[0], value) and _same(result.value, value)
+    assert typed_equal(received[0], value) and typed_equal(result.value, value)
 
 
 async def test_concurrent_runs_each_get_their_own_worker(sandbox: Sandbox) -> None:

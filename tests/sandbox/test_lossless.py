@@ -23,6 +23,7 @@ from sandbox.lossless import (
     loads,
     snapshot,
 )
+from tests.sandbox._support import typed_equal
 
 
 def repr_short(value: Any) -> str:
@@ -40,21 +41,12 @@ lossless_values = st.recursive(
 )
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equality that also compares types (so True != 1 and 1 != 1.0)."""
-    if type(a) in (dict, FrozenDict) and type(b) in (dict, FrozenDict):
-        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
-    if type(a) in (list, FrozenList) and type(b) in (list, FrozenList):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and a == b
-
-
 @given(lossless_values)
 def test_lossless_values_round_trip_exactly(value: Any) -> None:
     """It decodes what it encodes, with the same types."""
     assert is_lossless(value)
-    assert _same(loads(dumps(value)), value)
-    assert _same(snapshot(value, freeze=True), value)
+    assert typed_equal(loads(dumps(value)), value)
+    assert typed_equal(snapshot(value, freeze=True), value)
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from sandbox.protocol import (
     parse_worker_frame,
     value_depth,
 )
+from tests.sandbox._support import typed_equal
 
 finite = st.floats(allow_nan=False, allow_infinity=False).filter(
     lambda f: not (f == 0.0 and math.copysign(1.0, f) < 0))
@@ -32,15 +33,6 @@ lossless_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
     max_leaves=25,
 )
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equality that also compares types (True is not 1, 1 is not 1.0)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and a == b
 
 
 def _body(obj: Any) -> bytes:
@@ -60,7 +52,7 @@ def test_lossless_values_round_trip_exactly_through_frames(value: Any, cuts: lis
     assert len(bodies) == 2 and decoder.pending == 0
     for body in bodies:
         frame = parse_worker_frame(body)
-        assert isinstance(frame, CallFrame) and frame.id == 7 and _same(frame.args, value)
+        assert isinstance(frame, CallFrame) and frame.id == 7 and typed_equal(frame.args, value)
 
 
 @settings(max_examples=300)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -15,6 +14,7 @@ from runtime.cancel import CancelSource
 from runtime.definitions import ToolOutput, define_tool
 from runtime.scheduler import open_sub_lane
 from runtime.scope import Agent
+from tests.runtime.helpers import outer_call
 from tools.timeout_policy import TOOL_STALLED_EVENT, install_timeout_policy
 
 pytestmark = pytest.mark.anyio
@@ -23,16 +23,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@dataclass(frozen=True)
-class _Outer:
-    """The identity of an outer run_code call, as the sub-lane needs it."""
-
-    call_id: str
-    root_call_id: str
-    agent: Any
-    token: Any
 
 
 def _slow(name: str, *, timeout_ms: float | None, finished: list[str] | None = None,
@@ -221,12 +211,11 @@ async def test_child_calls_time_out_too(rt: ToolRuntime) -> None:
     """It applies to run_code child calls, dispatched through the sub-lane with a parent token."""
     install_timeout_policy(rt)
     agent = Agent("a")
-    execution = rt.stages.create("run_code", {}, call_id="run-1", agent=agent)
-    outer = _Outer("run-1", "run-1", agent, execution.token)
+    outer = outer_call(rt, agent)
     with anyio.fail_after(5):
         async with open_sub_lane(rt, outer_call=outer) as lane:
             child = await lane.submit("budgeted", {"ms": 3000})
-        direct = await rt.execute("budgeted", {"ms": 3000}, parent=execution.token, call_id="run-1:code:9")
+        direct = await rt.execute("budgeted", {"ms": 3000}, parent=outer.token, call_id="run-1:code:9")
     assert child.code == "TOOL_TIMEOUT"
     assert direct.code == "TOOL_TIMEOUT"
     settled = agent.events.of_type("tool/code-dispatch")
