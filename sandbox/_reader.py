@@ -28,6 +28,7 @@ from .protocol import FrameDecoder, ProtocolViolation, WorkerFrame, parse_worker
 __all__ = ("FrameReader", "open_reader")
 
 _RECV_CHUNK: Final = 1 << 16
+_FIRST_CHUNK: Final = 1 << 12
 #: Decoded frames the reader holds before it stops reading the socket (back pressure).
 _BACKLOG: Final = 64
 
@@ -110,8 +111,9 @@ class _LoopReader:
         self._loop = asyncio.get_running_loop()
         self._fd = sock.fileno()
         self._frames: deque[WorkerFrame] = deque()
-        # One receive buffer per run: ``recv(n)`` would allocate (and, this large, mmap) n bytes per call.
-        self._buffer = bytearray(_RECV_CHUNK)
+        # One receive buffer per run (``recv(n)`` would allocate n bytes per call), small until a read
+        # fills it: most runs exchange a few short frames.
+        self._buffer = bytearray(_FIRST_CHUNK)
         self._view = memoryview(self._buffer)
         self._eof = False
         self._error: ProtocolViolation | None = None
@@ -137,6 +139,10 @@ class _LoopReader:
         except OSError:
             size = 0
         data = self._buffer[:size]
+        if size == len(self._buffer) < _RECV_CHUNK:
+            self._view.release()
+            self._buffer = bytearray(_RECV_CHUNK)
+            self._view = memoryview(self._buffer)
         if not data:
             self._eof = True
             self._pause()

@@ -272,9 +272,9 @@ class _RunState:
         except _Ended:
             pass
         finally:
-            reader.close()
-            if self.worker.reader is reader:
-                self.worker.reader = None
+            if not self.received_done:
+                self.worker.close_reader()
+            # (after done, whoever keeps or closes the channel stops the reader: see execute_run)
         if self.children:  # tool calls in flight or the cancel watcher: stop them
             task_group.cancel_scope.cancel()
 
@@ -366,40 +366,47 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
     """
     state = _RunState(worker, limits, frozenset(tool_names), call_tool, on_log)
     keep_worker = False
+    dispose: Callable[[], object] | None = None
     try:
-        with anyio.move_on_after(limits.wall_seconds) as wall:
-            async with anyio.create_task_group() as task_group:
-                await state.send({
-                    "type": "run", "program": program, "tool_names": list(tool_names),
-                    "persist": persist,
-                    "limits": {"cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_bytes,
-                               "log_bytes": limits.log_bytes, "result_bytes": limits.result_bytes,
-                               "frame_bytes": limits.frame_bytes},
-                })
-                if cpu_watch is not None:
-                    cpu_watch.add(worker, state, task_group.cancel_scope)
-                if cancel is not None:
-                    state.children += 1
-                    task_group.start_soon(_watch_cancel, cancel, state, task_group)
-                await state.pump(task_group)
-        if wall.cancelled_caught:
+        # The task group's own scope carries the wall-clock deadline (one scope less per run).
+        async with anyio.create_task_group() as task_group:
+            scope = task_group.cancel_scope
+            scope.deadline = anyio.current_time() + limits.wall_seconds
+            await state.send({
+                "type": "run", "program": program, "tool_names": list(tool_names),
+                "persist": persist,
+                "limits": {"cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_bytes,
+                           "log_bytes": limits.log_bytes, "result_bytes": limits.result_bytes,
+                           "frame_bytes": limits.frame_bytes},
+            })
+            if cpu_watch is not None:
+                cpu_watch.add(worker, state, task_group.cancel_scope)
+            if cancel is not None:
+                dispose = _observe_cancel(cancel, state, task_group)
+            await state.pump(task_group)
+        if scope.cancelled_caught and state.error is None and not state.received_done:
+            # (every other cancellation of this scope follows a failure or the done frame)
             state.fail("timeout", f"the program ran past its wall-clock budget of {limits.wall_seconds:g} s "
                                   "(wall_seconds) and was killed")
         keep_worker = persist and state.received_done
-        if state.received_done and not keep_worker:
+        if keep_worker:
+            worker.close_reader()  # (the session's next run reads with a reader of its own)
+        elif state.received_done:
             # A one-shot worker exits by itself after done; the kill is only a safety net against a
-            # worker that lies, and the template reaps it in the background.
-            keep_worker = True
+            # worker that lies, and the template reaps it in the background. The reaper also closes
+            # the channel (and its reader), so the result does not wait for that either.
+            keep_worker = True  # (not killed and reaped here)
             if retire is None or not retire(worker):
                 await worker.kill()
+                worker.close_channel()
     finally:
+        if dispose is not None:
+            dispose()
         if cpu_watch is not None:
             cpu_watch.remove(state)
         if not keep_worker:
             with anyio.CancelScope(shield=True):
-                await worker.kill_and_reap()
-        if not (persist and state.received_done):
-            worker.close_channel()  # nobody reads this worker's channel again
+                await worker.kill_and_reap()  # (closes the channel: nobody reads it again)
     return _result(state, worker, started, session_restarted)
 
 
@@ -449,10 +456,37 @@ def _cpu_message(budget: float) -> str:
             "make the computation cheaper")
 
 
-async def _watch_cancel(cancel: CancelLike, state: _RunState, task_group: anyio.abc.TaskGroup) -> None:
-    await cancel.wait()
+def _observe_cancel(cancel: CancelLike, state: _RunState,
+                    task_group: anyio.abc.TaskGroup) -> Callable[[], object] | None:
+    """End the run when ``cancel`` fires; returns what undoes the observation, if anything does.
+
+    A signal with ``on_cancel(callback) -> disposer`` (``runtime.CancelSignal``) is observed by a
+    callback, which costs no task; any other is awaited by a watcher task in the run's task group.
+    """
+    subscribe = getattr(cancel, "on_cancel", None)
+    if callable(subscribe):
+        def abort(reason: object = None) -> None:
+            _abort(state, task_group)
+
+        try:
+            disposer = subscribe(abort)
+        except Exception:  # a broken subscription: fall back to the watcher task
+            disposer = None
+        else:
+            return disposer if callable(disposer) else None
+    state.children += 1
+    task_group.start_soon(_watch_cancel, cancel, state, task_group)
+    return None
+
+
+def _abort(state: _RunState, task_group: anyio.abc.TaskGroup) -> None:
     state.fail("aborted", "the run was cancelled by the caller and the worker was killed")
     task_group.cancel_scope.cancel()
+
+
+async def _watch_cancel(cancel: CancelLike, state: _RunState, task_group: anyio.abc.TaskGroup) -> None:
+    await cancel.wait()
+    _abort(state, task_group)
 
 
 def _cpu_ms(state: _RunState, worker: WorkerHandle) -> float | None:

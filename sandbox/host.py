@@ -107,13 +107,17 @@ class WorkerHandle:
         A run's reader is stopped first: the event loop must forget the descriptor before its number
         can be reused by another socket.
         """
-        reader, self.reader = self.reader, None
-        if reader is not None:
-            reader.close()
+        self.close_reader()
         self.template._open_channels.discard(self)
         _notify_closing(self.channel)
         with contextlib.suppress(OSError):
             self.channel.close()
+
+    def close_reader(self) -> None:
+        """Stop the reader of the last run, if any (idempotent; the channel stays open)."""
+        reader, self.reader = self.reader, None
+        if reader is not None:
+            reader.close()
 
     async def wait_ready(self) -> None:
         """Read the worker's ``ready`` frame (its layers); raise SandboxStartError if it never comes."""

@@ -178,6 +178,7 @@ class Sandbox:
                 with anyio.move_on_after(_RETIRE_GRACE):
                     await worker.exited.wait()
                 await worker.kill()
+                worker.close_channel()
 
     async def wait_warm(self) -> None:
         """Wait until the warm supply is full (benchmarks use this to measure warm runs)."""

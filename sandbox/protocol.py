@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 from .lossless import JsonValue, LosslessJsonError, dumps, loads
@@ -219,11 +219,10 @@ def _done(obj: dict[str, Any]) -> DoneFrame:
     cpu_ms = obj.get("cpu_ms")
     if cpu_ms is not None and (type(cpu_ms) not in (int, float) or not 0 <= cpu_ms < 1e12):
         raise ProtocolViolation("done frame 'cpu_ms' must be a non-negative number")
-    frame = _done_outcome(obj)
-    return frame if cpu_ms is None else replace(frame, cpu_ms=float(cpu_ms))
+    return _done_outcome(obj, None if cpu_ms is None else float(cpu_ms))
 
 
-def _done_outcome(obj: dict[str, Any]) -> DoneFrame:
+def _done_outcome(obj: dict[str, Any], cpu_ms: float | None) -> DoneFrame:
     if "error" in obj:
         error = obj["error"]
         if type(error) is not dict:
@@ -232,14 +231,14 @@ def _done_outcome(obj: dict[str, Any]) -> DoneFrame:
         if kind not in WORKER_ERROR_KINDS:
             raise ProtocolViolation(f"done frame reports kind {kind!r}, which a worker may not report")
         return DoneFrame(has_value=False, value=None, error_kind=kind,
-                         error_message=_string(error, "message", "done error"))
+                         error_message=_string(error, "message", "done error"), cpu_ms=cpu_ms)
     has_value = obj.get("has_value")
     if type(has_value) is not bool:
         raise ProtocolViolation("done frame needs a boolean 'has_value'")
     if has_value and "value" not in obj:
         raise ProtocolViolation("done frame with has_value needs 'value'")
     return DoneFrame(has_value=has_value, value=obj.get("value") if has_value else None,
-                     error_kind=None, error_message=None)
+                     error_kind=None, error_message=None, cpu_ms=cpu_ms)
 
 
 _PARSERS: Final[dict[str, Callable[[dict[str, Any]], WorkerFrame]]] = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -69,6 +69,36 @@ class Cancel:
 
     async def wait(self) -> None:
         await self.event.wait()
+
+
+class CallbackCancel(Cancel):
+    """A cancel signal that also offers ``on_cancel(callback) -> disposer`` (as ``runtime.CancelSignal``).
+
+    The sandbox observes such a signal with a callback instead of a watcher task; ``subscribed`` counts
+    the callbacks still registered, so a test can check that every run disposes of its own.
+    """
+
+    def __init__(self, *, broken: bool = False) -> None:
+        super().__init__()
+        self.callbacks: list[Callable[[str], object]] = []
+        self.broken = broken
+        self.subscriptions = 0
+
+    @property
+    def subscribed(self) -> int:
+        return len(self.callbacks)
+
+    def fire(self) -> None:
+        self.event.set()
+        for callback in list(self.callbacks):
+            callback("cancelled by the test")
+
+    def on_cancel(self, callback: Callable[[str], object]) -> Callable[[], None]:
+        self.subscriptions += 1
+        if self.broken:
+            raise RuntimeError("this signal cannot take callbacks")
+        self.callbacks.append(callback)
+        return lambda: self.callbacks.remove(callback)
 
 
 def typed_equal(a: Any, b: Any) -> bool:

@@ -26,6 +26,7 @@ from sandbox.host import WorkerHandle
 from sandbox.lossless import JsonValue
 from tests.sandbox._support import (
     STANDIN,
+    CallbackCancel,
     Cancel,
     echo_tool,
     open_fds,
@@ -207,15 +208,23 @@ async def test_a_worker_that_stops_answering_times_out(sandbox: Sandbox) -> None
     assert not pid_alive(result.stats.worker_pid or 0)
 
 
-async def test_a_cancel_signal_aborts_and_kills_the_worker(sandbox: Sandbox) -> None:
-    """It aborts on the cancel signal, kills the worker that ignores it and keeps earlier output."""
-    cancel = Cancel()
+@pytest.mark.parametrize("kind", ["awaitable", "callback", "broken-callback"])
+async def test_a_cancel_signal_aborts_and_kills_the_worker(sandbox: Sandbox, kind: str) -> None:
+    """It aborts on the cancel signal, kills the worker that ignores it and keeps earlier output.
+
+    A signal with ``on_cancel`` is observed by a callback (disposed of after the run); one whose
+    ``on_cancel`` raises, or one without it, by a watcher task: all three end the run alike.
+    """
+    cancel = Cancel() if kind == "awaitable" else CallbackCancel(broken=kind == "broken-callback")
     pids: list[int] = []
 
     async def record(name: str, args: JsonValue) -> JsonValue:
         assert isinstance(args, dict)
         pids.append(int(args["pid"]))
-        cancel.event.set()
+        if isinstance(cancel, CallbackCancel):
+            cancel.fire()
+        else:
+            cancel.event.set()
         return None
 
     program = """
@@ -232,6 +241,17 @@ while True:
         result = await run(sandbox, program, call_tool=record, cancel=cancel)
     assert result.error is not None and result.error.kind == "aborted"
     assert result.logs == ("working",) and not pid_alive(pids[0])
+    if isinstance(cancel, CallbackCancel):
+        assert cancel.subscriptions == 1 and cancel.subscribed == 0
+
+
+async def test_a_callback_signal_is_released_after_every_run(sandbox: Sandbox) -> None:
+    """Runs that finish normally leave no callback behind on a long-lived signal."""
+    cancel = CallbackCancel()
+    for _ in range(3):
+        result = await run(sandbox, "return 7", cancel=cancel)
+        assert result.value == 7 and result.error is None
+    assert cancel.subscriptions == 3 and cancel.subscribed == 0
 
 
 async def test_a_cancel_signal_set_before_the_run_aborts_at_once(sandbox: Sandbox) -> None:
