@@ -43,6 +43,8 @@ from typing import Protocol
 import anyio
 import anyio.abc
 
+from ._oneshot import OneShot
+
 __all__ = (
     "EXCLUSIVE",
     "NOTHING",
@@ -151,10 +153,10 @@ class OrderedLane:
         self._exclusive_active = False
         self._closed_reason: str | None = None
         self._failure: BaseException | None = None
-        self._wake = anyio.Event()
+        self._wake = OneShot()
         self._peak_running = 0
         self._ready: deque[_Slot] = deque()  # started jobs waiting for a worker
-        self._idle: list[anyio.Event] = []  # one event per idle worker
+        self._idle: list[OneShot] = []  # one wake-up per idle worker
         self._workers = 0
         self._draining = False
         self._writers = 0  # started, uncommitted jobs whose footprint writes something
@@ -223,7 +225,7 @@ class OrderedLane:
             ):
                 return
             await self._wake.wait()
-            self._wake = anyio.Event()
+            self._wake = OneShot()
 
     async def _try_start(self, group: anyio.abc.TaskGroup) -> bool:
         if self._committing or self._exclusive_active or self._running >= self._max_parallel:
@@ -273,7 +275,7 @@ class OrderedLane:
                     await self._run(self._ready.popleft())
                 if self._draining:
                     return
-                parked = anyio.Event()
+                parked = OneShot()
                 self._idle.append(parked)
                 await parked.wait()
         finally:

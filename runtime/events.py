@@ -94,7 +94,8 @@ class EventLog:
         if not isinstance(data, Mapping):
             raise EventLogError(f"event data must be a JSON object, not {type(data).__name__}")
         try:
-            frozen = snapshot(dict(data), freeze=True, root="data")
+            # (an exact dict is copied by the snapshot itself; other mappings become one first)
+            frozen = snapshot(data if type(data) is dict else dict(data), freeze=True, root="data")
         except LosslessJsonError as exc:
             raise EventLogError(f"event {type_!r} data is not lossless JSON: {exc}") from None
         event = Event(len(self._events) + 1, type_, frozen)

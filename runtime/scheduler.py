@@ -36,6 +36,7 @@ import anyio.abc
 from sandbox.lossless import JsonValue, LosslessJsonError, loads, snapshot
 
 from ._lane import EXCLUSIVE, NOTHING, PARALLEL, Footprint, OrderedLane
+from ._oneshot import OneShot
 from .cancel import CancelSignal, CancelSource
 from .errors import AbortedBeforeDispatchError, AbortedError, ToolArgsError, ToolExecutionError
 from .events import TOOL_CODE_DISPATCH, TOOL_CODE_DISPATCH_START, Event
@@ -258,7 +259,7 @@ class _ChildJob:
         self._execution: Execution | None = None
         self._outcome: Any = None
         self._started: dict[str, Any] | None = None
-        self.done = anyio.Event()
+        self.done = OneShot()
         self.result: ToolResult | None = None
         self.failure: Exception | None = None
         self._own = CancelSource()

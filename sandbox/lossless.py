@@ -196,15 +196,35 @@ def _fast_copy(value: Any, depth: int, dict_type: type[dict[str, Any]], list_typ
 
 
 def is_plain(value: object) -> bool:
-    """True for a small, shallow tree of exact dicts and lists of ordinary scalars (never raises).
+    """True for a value certainly lossless without a full walk (never raises, copies nothing).
 
-    Plain values are lossless; the converse does not hold (deep or exotic values are checked fully).
+    That is a small, shallow tree of exact dicts and lists of ordinary scalars, or a frozen value
+    (checked when it was built). The converse does not hold: deep or exotic values are checked fully.
     """
     try:
-        _fast_copy(value, 0, dict, list)
-    except (_Unusual, RecursionError):
+        return _plain_walk(value, 0)
+    except RecursionError:
         return False
-    return True
+
+
+def _plain_walk(value: Any, depth: int) -> bool:
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return bool(-_FAST_INT < value < _FAST_INT)
+    if kind is float:
+        return math.isfinite(value) and (value != 0 or math.copysign(1.0, value) > 0)
+    if kind is FrozenDict or kind is FrozenList:
+        return True
+    if depth >= _FAST_DEPTH:
+        return False
+    if kind is dict:
+        return all(type(key) is str and (type(item) is str or _plain_walk(item, depth + 1))
+                   for key, item in dict.items(value))
+    if kind is list:
+        return all(type(item) is str or _plain_walk(item, depth + 1) for item in list.__iter__(value))
+    return False
 
 
 def snapshot(value: object, *, freeze: bool = False, root: str = "value") -> Any:

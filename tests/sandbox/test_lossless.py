@@ -160,6 +160,31 @@ def test_the_fast_copy_agrees_with_the_full_walk(value: Any, freeze: bool) -> No
     assert _exact_types(snapshot(value, freeze=freeze), expected)
 
 
+@given(mixed_values)
+@settings(max_examples=300)
+def test_a_plain_value_is_one_the_full_walk_accepts(value: Any) -> None:
+    """``is_plain`` is sound (a plain value always snapshots) and copies nothing; frozen values are plain."""
+    before = repr(value)
+    if is_plain(value):
+        _full_snapshot(value, dict, list, "value")  # raises if is_plain lied
+    assert repr(value) == before
+    with contextlib.suppress(LosslessJsonError):
+        frozen = snapshot(value, freeze=True)
+        if isinstance(frozen, FrozenDict | FrozenList):  # (checked when built: no walk needed)
+            assert is_plain(frozen)
+
+
+@given(st.recursive(scalars.filter(lambda v: not (isinstance(v, float) and v == 0)
+                                  and not (type(v) is int and abs(v) >= 1 << 1000)),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                                                 max_size=3),
+                    max_leaves=12))
+@settings(max_examples=200)
+def test_a_small_tree_of_ordinary_scalars_is_plain(value: Any) -> None:
+    """Exact dicts and lists of ordinary scalars, a few levels deep, need no full walk."""
+    assert is_plain(value)
+
+
 def test_a_deep_value_takes_the_full_walk() -> None:
     """It copies values deeper than the fast path's bound through the full walk, unchanged."""
     deep: Any = 1
