@@ -133,6 +133,7 @@ class _Slot:
     job: LaneJob
     footprint: Footprint
     running: bool
+    inline: bool = False  # run by its submitter (run_inline): the driver never commits it
 
 
 class OrderedLane:
@@ -161,6 +162,7 @@ class OrderedLane:
         self._draining = False
         self._writers = 0  # started, uncommitted jobs whose footprint writes something
         self._committing = False  # a commit is in progress (by the driver or by a worker)
+        self._starting = False  # an inline job is in its start stage (starts are one at a time)
 
     @property
     def peak_running(self) -> int:
@@ -179,6 +181,53 @@ class OrderedLane:
     def submit(self, job: LaneJob) -> None:
         """Queue ``job`` behind every job submitted before it."""
         self._pending.append(job)
+        self.notify()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The internal failure that stopped the lane, if any (``drive`` re-raises it)."""
+        return self._failure
+
+    def idle(self) -> bool:
+        """Nothing is pending, started or committing, and the lane still starts jobs."""
+        return (not self._pending and not self._started and not self._committing
+                and self._failure is None and not self._draining and self.stop_reason is None)
+
+    async def run_inline(self, job: LaneJob) -> None:
+        """Drive ``job`` through start, run and commit in the calling task; only while :meth:`idle`.
+
+        The job takes its place at the head of the lane like any started job: later submissions
+        queue behind it, the driver may start non-conflicting ones while its body runs, and they
+        commit after it. The caller must shield this call (its stages see the job's own signal, not
+        the caller's cancellation). An internal failure of a stage stops the lane (see
+        :attr:`failure`) and is not raised here.
+        """
+        if not self.idle():
+            raise RuntimeError("run_inline needs an idle lane")
+        footprint = _classify(job)
+        slot = _Slot(job, footprint, running=True, inline=True)
+        self._started.append(slot)
+        self._exclusive_active = footprint.exclusive
+        if footprint.writes:
+            self._writers += 1
+        self._running += 1
+        self._peak_running = max(self._peak_running, self._running)
+        try:
+            self._starting = True
+            try:
+                needs_run = await job.start()
+            finally:
+                self._starting = False
+                self.notify()
+            if needs_run:
+                await job.run()
+        except Exception as exc:  # an internal failure of a stage
+            self._fail(exc)
+            return
+        finally:
+            slot.running = False
+            self._running -= 1
+        await self._commit_head()
         self.notify()
 
     def close(self, reason: str) -> None:
@@ -215,7 +264,8 @@ class OrderedLane:
             if self._failure is not None:
                 if self._running == 0:
                     return
-            elif self._started and not self._started[0].running and not self._committing:
+            elif (self._started and not self._started[0].running and not self._committing
+                  and not self._started[0].inline):
                 await self._commit_head()
                 continue
             elif self._pending and self.stop_reason is None and await self._try_start(group):
@@ -228,8 +278,9 @@ class OrderedLane:
             self._wake = OneShot()
 
     async def _try_start(self, group: anyio.abc.TaskGroup) -> bool:
-        if self._committing or self._exclusive_active or self._running >= self._max_parallel:
-            return False  # (a commit in progress: commits come before starts)
+        if (self._committing or self._starting or self._exclusive_active
+                or self._running >= self._max_parallel):
+            return False  # (a commit in progress: commits come before starts; starts are one by one)
         job = self._pending[0]
         footprint = _classify(job)
         if footprint.exclusive:

@@ -25,7 +25,7 @@ exclusive barrier. The default stays conservative: undeclared means exclusive.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -229,6 +229,12 @@ async def execute_tool_calls(rt: ToolRuntime, calls: Sequence[ToolCallRequest], 
 # ------------------------------------------------------------------------------------ run_code children
 
 
+class Abandonable(Protocol):
+    """Tells when a program stopped waiting for a call (``sandbox.CallAbandonment`` is one)."""
+
+    def on_abandon(self, callback: Callable[[str], object]) -> Callable[[], object]: ...
+
+
 class OuterCall(Protocol):
     """What a sub-lane needs of the outer ``run_code`` call (a ``ToolCall`` or ``ToolContext``)."""
 
@@ -264,9 +270,21 @@ class _ChildJob:
         self.failure: Exception | None = None
         self._own = CancelSource()
 
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self._name
+
     def cancel(self, reason: str) -> None:
         """The program stopped waiting for this call: cancel it alone (it still commits, as ABORTED)."""
         self._own.cancel(reason)
+
+    def outcome(self) -> ToolResult:
+        """The committed result; raises the failure when the call produced none of its own."""
+        if self.failure is not None:
+            raise self.failure
+        assert self.result is not None
+        return self.result
 
     def _ensure_execution(self) -> Execution:
         if self._execution is None:
@@ -353,7 +371,8 @@ class SubLane:
         """The largest number of child bodies that ran at the same time."""
         return self._lane.peak_running
 
-    async def submit(self, name: str, args: JsonValue) -> ToolResult:
+    async def submit(self, name: str, args: JsonValue, *,
+                     abandoned: Abandonable | None = None) -> ToolResult:
         """Dispatch one child call and return its committed result (errors are results, not raises).
 
         Raises a :class:`~runtime.errors.ToolError` only when the call never produced a result of its
@@ -361,6 +380,12 @@ class SubLane:
         ``AbortedBeforeDispatchError`` (``... not dispatched`` / ``... tool call abandoned``) or
         ``AbortedError`` (``... result discarded``). The caller turns these into the program's
         ``ToolCallError``.
+
+        Without ``abandoned``, an anyio cancellation of the caller means the program stopped waiting:
+        the call is cancelled alone (it still commits, as ABORTED) and the cancellation propagates at
+        once. With ``abandoned`` (e.g. the sandbox's ``CallAbandonment``) the caller promises not to be
+        cancelled and to fire ``abandoned`` instead; the call is then awaited to its commit, and when
+        the lane is idle it is driven in the caller's own task, with no hand-over to the lane's tasks.
         """
         if self.over_reason is not None:
             raise AbortedBeforeDispatchError(
@@ -373,10 +398,10 @@ class SubLane:
                 + str(exc)]) from None
         self._count += 1
         job = _ChildJob(self, name, frozen, f"{self.outer.call_id}:code:{self._count}")
+        if abandoned is not None:
+            return await self._settle(job, abandoned)
         self._waiting.add(job)
-        if not self._driving and self._group is not None:
-            self._driving = True
-            self._group.start_soon(self._drive)
+        self._ensure_driver()
         try:
             self._lane.submit(job)
             await job.done.wait()
@@ -385,10 +410,33 @@ class SubLane:
             raise
         finally:
             self._waiting.discard(job)
-        if job.failure is not None:
-            raise job.failure
-        assert job.result is not None
-        return job.result
+        return job.outcome()
+
+    async def _settle(self, job: _ChildJob, abandoned: Abandonable) -> ToolResult:
+        """Await ``job`` to its commit, driving it here when the lane is idle (see :meth:`submit`)."""
+        name = job.name
+        dispose = abandoned.on_abandon(lambda _reason: job.cancel(f"the program stopped waiting for {name}"))
+        try:
+            with anyio.CancelScope(shield=True):
+                if self._lane.idle():
+                    await self._lane.run_inline(job)
+                    if not job.done.is_set():  # a stage failed: the lane stopped (open_sub_lane raises)
+                        job.failure = ToolExecutionError(f"{name} could not be settled (internal failure)")
+                        job.done.set()
+                else:
+                    self._waiting.add(job)
+                    self._ensure_driver()
+                    self._lane.submit(job)
+                    await job.done.wait()
+        finally:
+            dispose()
+            self._waiting.discard(job)
+        return job.outcome()
+
+    def _ensure_driver(self) -> None:
+        if not self._driving and self._group is not None:
+            self._driving = True
+            self._group.start_soon(self._drive)
 
     def _close(self, reason: str) -> None:
         if self.over_reason is None:
@@ -442,6 +490,8 @@ async def open_sub_lane(rt: ToolRuntime, *, outer_call: OuterCall, max_parallel:
             finally:
                 sub._close(RUN_SETTLED)
                 source.cancel(sub.over_reason or RUN_SETTLED)
+        if not sub._driving and lane.failure is not None:
+            raise lane.failure  # (an inline call's stage failed; a driver would have raised it)
     finally:
         dispose()
         signal.detach()

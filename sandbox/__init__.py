@@ -9,6 +9,12 @@ worker and its globals between runs. Inside the worker the language half (``comp
 
 from __future__ import annotations
 
+from .calls import (
+    CallAbandonment as CallAbandonment,
+)
+from .calls import (
+    CooperativeCallTool as CooperativeCallTool,
+)
 from .errors import (
     SandboxClosedError as SandboxClosedError,
 )
@@ -89,7 +95,9 @@ from .session import (
 )
 
 __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_api.py)
+    "CallAbandonment",
     "CompiledProgram",
+    "CooperativeCallTool",
     "DEFAULT_LIMITS",
     "ERROR_KINDS",
     "FrozenDict",

@@ -21,6 +21,7 @@ import anyio
 import anyio.abc
 
 from ._reader import open_reader
+from .calls import CallAbandonment, CooperativeCallTool
 from .errors import ToolCallFailure
 from .host import WorkerHandle
 from .limits import SandboxLimits
@@ -50,8 +51,11 @@ __all__ = (
     "execute_run",
 )
 
-CallTool = Callable[[str, JsonValue], Awaitable[JsonValue]]
+CallTool = Callable[[str, JsonValue], Awaitable[JsonValue]] | CooperativeCallTool
 OnLog = Callable[[str], "Awaitable[None] | None"]
+
+_ABANDONED: Final = "the program stopped waiting for the call"
+_RUN_OVER: Final = "the run is over"
 
 #: Frames a run may send that the rules ignore (duplicate call ids, logs past the budget).
 _MAX_IGNORED: Final = 1000
@@ -97,6 +101,9 @@ class _RunState:
         self.limits = limits
         self.tool_names = tool_names
         self.call_tool = call_tool
+        self.cooperative = call_tool.handler if isinstance(call_tool, CooperativeCallTool) else None
+        #: The cooperative calls in flight: each is abandoned, never cancelled.
+        self.abandonments: dict[int, CallAbandonment] = {}
         self.on_log = on_log
         self.logs: list[str] = []
         self.log_left = limits.log_bytes
@@ -225,36 +232,59 @@ class _RunState:
             frame = await slot.wait()
 
     async def serve_call(self, frame: CallFrame) -> None:
+        if self.cooperative is not None:
+            await self._serve_cooperatively(frame, self.cooperative)
+            return
         with anyio.CancelScope() as scope:
             self.serving[frame.id] = scope
             try:
-                await self._serve_call(frame)
+                await self.send(await self._reply_to(frame, self.call_tool))  # type: ignore[arg-type]
             finally:
                 self.serving.pop(frame.id, None)
 
+    async def _serve_cooperatively(self, frame: CallFrame, handler: Any) -> None:
+        """Serve one call shielded; the program abandoning it (or the run ending) fires its abandonment."""
+        abandonment = CallAbandonment()
+        self.abandonments[frame.id] = abandonment
+
+        async def call(name: str, args: JsonValue) -> JsonValue:
+            return await handler(name, args, abandonment)  # type: ignore[no-any-return]
+
+        try:
+            with anyio.CancelScope(shield=True):
+                reply = await self._reply_to(frame, call)
+        finally:
+            self.abandonments.pop(frame.id, None)
+        if not abandonment.abandoned:  # (an abandoned call gets no reply: the worker expects none)
+            await self.send(reply)
+
     def cancel_call(self, frame: CancelFrame) -> None:
-        """The program abandoned a call: cancel its handler (no reply is sent; the worker expects none)."""
+        """The program abandoned a call: stop its handler (no reply is sent; the worker expects none)."""
+        abandonment = self.abandonments.get(frame.id)
+        if abandonment is not None:
+            abandonment.abandon(_ABANDONED)
         scope = self.serving.get(frame.id)
         if scope is not None:
             scope.cancel()
 
-    async def _serve_call(self, frame: CallFrame) -> None:
-        reply: dict[str, Any]
+    def abandon_all(self, reason: str) -> None:
+        """The run is over: every cooperative call still in flight is abandoned."""
+        for abandonment in list(self.abandonments.values()):
+            abandonment.abandon(reason)
+
+    async def _reply_to(self, frame: CallFrame,
+                        call: Callable[[str, JsonValue], Awaitable[JsonValue]]) -> dict[str, Any]:
         if frame.name not in self.tool_names:
             known = ", ".join(sorted(self.tool_names)) or "none"
-            reply = _failure(frame.id, f"unknown tool {frame.name!r}; declared tools: {known}",
-                             "UNKNOWN_TOOL")
-        else:
-            try:
-                value = await self.call_tool(frame.name, frame.args)
-            except ToolCallFailure as failure:
-                reply = _failure(frame.id, failure.message, failure.code)
-            except Exception as exc:
-                reply = _failure(frame.id, f"the tool handler failed ({type(exc).__name__})",
-                                 "TOOL_FAILED")
-            else:
-                reply = _success(frame.id, value)
-        await self.send(reply)
+            return _failure(frame.id, f"unknown tool {frame.name!r}; declared tools: {known}",
+                            "UNKNOWN_TOOL")
+        try:
+            value = await call(frame.name, frame.args)
+        except ToolCallFailure as failure:
+            return _failure(frame.id, failure.message, failure.code)
+        except Exception as exc:
+            return _failure(frame.id, f"the tool handler failed ({type(exc).__name__})", "TOOL_FAILED")
+        return _success(frame.id, value)
 
     # --- frames ----------------------------------------------------------------------------
     async def pump(self, task_group: anyio.abc.TaskGroup) -> None:
@@ -275,6 +305,13 @@ class _RunState:
             if not self.received_done:
                 self.worker.close_reader()
             # (after done, whoever keeps or closes the channel stops the reader: see execute_run)
+            if self.abandonments:
+                # Cooperative calls are shielded: they end when told. A worker that did not finish is
+                # killed first, so it does not outlive its deadline while they settle.
+                if not self.received_done:
+                    with anyio.CancelScope(shield=True):
+                        await self.worker.kill()
+                self.abandon_all(_RUN_OVER)
         if self.children:  # tool calls in flight or the cancel watcher: stop them
             task_group.cancel_scope.cancel()
 

@@ -24,6 +24,7 @@ import anyio.abc
 
 from ._isolate import OPTIONAL_LAYERS
 from ._run import CallTool, CancelLike, CpuWatch, OnLog, execute_run
+from .calls import CooperativeCallTool
 from .errors import SandboxClosedError, SandboxStartError, SandboxUsageError
 from .host import DEFAULT_EXECUTOR, TemplateProcess, WorkerHandle
 from .limits import DEFAULT_LIMITS, SandboxLimits
@@ -262,8 +263,10 @@ def _check_arguments(program: object, tool_names: object, call_tool: object, lim
     names = tuple(tool_names)
     if any(type(name) is not str for name in names):
         raise SandboxUsageError("tool_names must contain only str")
-    if not callable(call_tool):
-        raise SandboxUsageError("call_tool must be an async callable (name, args) -> value")
+    if not (callable(call_tool) or (isinstance(call_tool, CooperativeCallTool)
+                                    and callable(call_tool.handler))):
+        raise SandboxUsageError("call_tool must be an async callable (name, args) -> value "
+                                "or a CooperativeCallTool")
     if limits is not None and not isinstance(limits, SandboxLimits):
         raise SandboxUsageError("limits must be a SandboxLimits value")
     if cancel is not None and not (hasattr(cancel, "cancelled") and callable(getattr(cancel, "wait", None))):

@@ -34,7 +34,15 @@ from runtime import (
     text_block,
 )
 from runtime.scheduler import open_sub_lane
-from sandbox import RunResult, Sandbox, SandboxLimits, SandboxSession, ToolCallFailure
+from sandbox import (
+    CallAbandonment,
+    CooperativeCallTool,
+    RunResult,
+    Sandbox,
+    SandboxLimits,
+    SandboxSession,
+    ToolCallFailure,
+)
 from sandbox.lossless import JsonValue, dumps
 from sdk import ToolSignature, render_python_sdk
 
@@ -229,9 +237,11 @@ class PythonCodeRuntime:
         session = await self._session_for(ctx.agent)
         async with open_sub_lane(rt, outer_call=ctx, cancel=ctx.cancel) as lane:
 
-            async def call_tool(name: str, arguments: Any) -> Any:
+            async def call_tool(name: str, arguments: Any, abandonment: CallAbandonment) -> Any:
+                # Cooperative: the sandbox never cancels this call, it fires the abandonment instead,
+                # so the lane settles every call it started and may drive it right in this task.
                 try:
-                    result = await lane.submit(name, arguments)
+                    result = await lane.submit(name, arguments, abandoned=abandonment)
                 except ToolError as exc:
                     raise ToolCallFailure(exc.message, exc.code) from None
                 for context in result.additional_contexts:
@@ -243,8 +253,8 @@ class PythonCodeRuntime:
                 return result.value  # frozen and validated; the sandbox copies it into the reply
 
             outcome: RunResult = await self.sandbox.run(
-                args["code"], tool_names=names, call_tool=call_tool, limits=self.limits,
-                cancel=ctx.cancel, on_log=on_log, session=session)
+                args["code"], tool_names=names, call_tool=CooperativeCallTool(call_tool),
+                limits=self.limits, cancel=ctx.cancel, on_log=on_log, session=session)
         if self.on_run is not None:
             self.on_run(ctx, outcome)
         if outcome.error is not None:

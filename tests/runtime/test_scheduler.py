@@ -22,6 +22,7 @@ from runtime.events import project_tool_history
 from runtime.results import ToolResult
 from runtime.scheduler import ToolCallRequest, execute_tool_calls, open_sub_lane, parse_arguments
 from runtime.scope import Agent
+from sandbox.calls import CallAbandonment
 from tests.runtime.helpers import outer_call
 
 
@@ -719,9 +720,24 @@ def test_parse_arguments_round_trips_json_objects(value: dict[str, Any]) -> None
 # the run_code child lane
 
 
+@pytest.fixture(params=[False, True], ids=["plain", "cooperative"])
+def cooperative(request: pytest.FixtureRequest) -> bool:
+    """Submit child calls plainly, or cooperatively (with a ``CallAbandonment``, as ``run_code`` does)."""
+    return bool(request.param)
+
+
+def _submit(lane: Any, cooperative: bool) -> Callable[..., Awaitable[ToolResult]]:
+    async def submit(name: str, args: Any) -> ToolResult:
+        if cooperative:
+            return await lane.submit(name, args, abandoned=CallAbandonment())  # type: ignore[no-any-return]
+        return await lane.submit(name, args)  # type: ignore[no-any-return]
+
+    return submit
+
+
 @pytest.mark.anyio
 async def test_sub_lane_numbers_children_and_delivers_in_submission_order(
-        rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
+        cooperative: bool, rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
     """It numbers child calls ``<outer>:code:<n>``, overlaps safe ones and delivers in submission order."""
     rt.register(_tool(probe, "sleep"))
     _hook_order(rt, probe)
@@ -730,7 +746,7 @@ async def test_sub_lane_numbers_children_and_delivers_in_submission_order(
         async with open_sub_lane(rt, outer_call=outer_call(rt, agent)) as lane, \
                 anyio.create_task_group() as group:
             async def call(ms: int, tag: str) -> None:
-                result = await lane.submit("sleep", {"ms": ms, "tag": tag})
+                result = await _submit(lane, cooperative)("sleep", {"ms": ms, "tag": tag})
                 delivered.append(result.value["tag"])
 
             for i, ms in enumerate((30, 20, 10)):
@@ -751,7 +767,8 @@ async def test_sub_lane_numbers_children_and_delivers_in_submission_order(
 
 
 @pytest.mark.anyio
-async def test_sub_lane_children_carry_the_outer_identity(rt: ToolRuntime, agent: Agent) -> None:
+async def test_sub_lane_children_carry_the_outer_identity(
+        cooperative: bool, rt: ToolRuntime, agent: Agent) -> None:
     """It gives each child the outer root call id, the outer agent and the outer token as parent."""
     seen: list[Any] = []
 
@@ -764,8 +781,8 @@ async def test_sub_lane_children_carry_the_outer_identity(rt: ToolRuntime, agent
     outer = outer_call(rt, agent, "outer-7")
     with anyio.fail_after(5):
         async with open_sub_lane(rt, outer_call=outer) as lane:
-            await lane.submit("who", {})
-            await lane.submit("who", {})
+            await _submit(lane, cooperative)("who", {})
+            await _submit(lane, cooperative)("who", {})
     assert seen == [("outer-7:code:1", "outer-7", agent, outer.token),
                     ("outer-7:code:2", "outer-7", agent, outer.token)]
 
@@ -791,20 +808,22 @@ async def _empty() -> dict[str, Any]:
 
 
 @pytest.mark.anyio
-async def test_sub_lane_exclusive_children_never_overlap(rt: ToolRuntime, probe: _Probe) -> None:
+async def test_sub_lane_exclusive_children_never_overlap(
+        cooperative: bool, rt: ToolRuntime, probe: _Probe) -> None:
     """It runs exclusive child calls one at a time even when the program gathers them."""
     rt.register(_tool(probe, "write", safe=False))
     with anyio.fail_after(5):
         async with open_sub_lane(rt, outer_call=outer_call(rt, None)) as lane, \
                 anyio.create_task_group() as group:
             for i in range(4):
-                group.start_soon(lane.submit, "write", {"ms": 3, "tag": f"w{i}"})
+                group.start_soon(_submit(lane, cooperative), "write", {"ms": 3, "tag": f"w{i}"})
     assert probe.peak == 1
     assert _tagged(probe, "body") == ["w0", "w1", "w2", "w3"]
 
 
 @pytest.mark.anyio
-async def test_sub_lane_cap_bounds_overlap(probe: _Probe) -> None:
+async def test_sub_lane_cap_bounds_overlap(
+        cooperative: bool, probe: _Probe) -> None:
     """It keeps at most ``max_parallel_sub_calls`` child bodies running."""
     async with ToolRuntime(max_parallel_sub_calls=2) as runtime:
         runtime.register(_tool(probe, "sleep"))
@@ -812,14 +831,14 @@ async def test_sub_lane_cap_bounds_overlap(probe: _Probe) -> None:
             async with open_sub_lane(runtime, outer_call=outer_call(runtime, None)) as lane, \
                     anyio.create_task_group() as group:
                 for i in range(7):
-                    group.start_soon(lane.submit, "sleep", {"ms": 4, "tag": f"s{i}"})
+                    group.start_soon(_submit(lane, cooperative), "sleep", {"ms": 4, "tag": f"s{i}"})
             assert lane.peak_running == 2
     assert probe.peak == 2
 
 
 @pytest.mark.anyio
 async def test_sub_lane_close_abandons_queued_and_cancels_in_flight(
-        rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
+        cooperative: bool, rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
     """It rejects queued calls as abandoned, aborts in-flight bodies and settles every started call once."""
     rt.register(_tool(probe, "write", safe=False))
     outcomes: dict[str, str] = {}
@@ -828,7 +847,7 @@ async def test_sub_lane_close_abandons_queued_and_cancels_in_flight(
             async with open_sub_lane(rt, outer_call=outer_call(rt, agent)) as lane:
                 async def call(tag: str) -> None:
                     try:
-                        result = await lane.submit("write", {"ms": 5000, "tag": tag})
+                        result = await _submit(lane, cooperative)("write", {"ms": 5000, "tag": tag})
                     except ToolError as exc:
                         outcomes[tag] = f"{exc.code}: {exc.message}"
                     else:
@@ -838,7 +857,7 @@ async def test_sub_lane_close_abandons_queued_and_cancels_in_flight(
                     group.start_soon(call, tag)
                 await _wait_for(lambda: probe.running == 1)
             with pytest.raises(AbortedBeforeDispatchError, match="write not dispatched"):
-                await lane.submit("write", {})
+                await _submit(lane, cooperative)("write", {})
     assert outcomes["a"] == "ABORTED: run_code run is over (run_code settled); write result discarded"
     assert outcomes["b"] == ("ABORTED_BEFORE_DISPATCH: run_code run is over (run_code settled); "
                              "write tool call abandoned")
@@ -849,7 +868,8 @@ async def test_sub_lane_close_abandons_queued_and_cancels_in_flight(
 
 
 @pytest.mark.anyio
-async def test_sub_lane_follows_the_outer_cancellation(rt: ToolRuntime, probe: _Probe) -> None:
+async def test_sub_lane_follows_the_outer_cancellation(
+        cooperative: bool, rt: ToolRuntime, probe: _Probe) -> None:
     """It aborts children when the outer call's signal fires, with the outer reason."""
     rt.register(_tool(probe, "sleep"))
     source = CancelSource()
@@ -858,7 +878,7 @@ async def test_sub_lane_follows_the_outer_cancellation(rt: ToolRuntime, probe: _
         async with open_sub_lane(rt, outer_call=outer_call(rt, None), cancel=source.signal) as lane:
             async def call() -> None:
                 try:
-                    await lane.submit("sleep", {"ms": 5000})
+                    await _submit(lane, cooperative)("sleep", {"ms": 5000})
                 except ToolError as exc:
                     outcomes.append(exc.message)
 
@@ -870,27 +890,97 @@ async def test_sub_lane_follows_the_outer_cancellation(rt: ToolRuntime, probe: _
 
 
 @pytest.mark.anyio
-async def test_sub_lane_rejects_non_json_arguments_without_numbering(rt: ToolRuntime, probe: _Probe) -> None:
+async def test_sub_lane_rejects_non_json_arguments_without_numbering(
+        cooperative: bool, rt: ToolRuntime, probe: _Probe) -> None:
     """It refuses arguments outside lossless JSON before dispatching or numbering anything."""
     rt.register(_tool(probe, "sleep"))
     with anyio.fail_after(5):
         async with open_sub_lane(rt, outer_call=outer_call(rt, None)) as lane:
             with pytest.raises(ToolArgsError, match="tool arguments must be lossless JSON"):
-                await lane.submit("sleep", {"ms": float("nan")})
+                await _submit(lane, cooperative)("sleep", {"ms": float("nan")})
             assert lane.submitted == 0
-            result = await lane.submit("sleep", {"tag": "ok"})
+            result = await _submit(lane, cooperative)("sleep", {"tag": "ok"})
     assert result.value == {"tag": "ok"}
     assert lane.submitted == 1
 
 
 @pytest.mark.anyio
-async def test_sub_lane_without_agent_still_dispatches(rt: ToolRuntime, probe: _Probe) -> None:
+async def test_sub_lane_without_agent_still_dispatches(
+        cooperative: bool, rt: ToolRuntime, probe: _Probe) -> None:
     """It runs child calls with no agent and appends no events."""
     rt.register(_tool(probe, "sleep"))
     with anyio.fail_after(5):
         async with open_sub_lane(rt, outer_call=outer_call(rt, None)) as lane:
-            result = await lane.submit("sleep", {"tag": "x"})
+            result = await _submit(lane, cooperative)("sleep", {"tag": "x"})
     assert result.value == {"tag": "x"}
+
+
+@pytest.mark.anyio
+async def test_sub_lane_drives_a_cooperative_call_in_the_callers_task(rt: ToolRuntime, agent: Agent) -> None:
+    """An idle lane runs a cooperative call's stages in the submitting task: no driver, no hand-over."""
+    tasks: list[Any] = []
+
+    async def record(args: Any, ctx: Any) -> dict[str, Any]:
+        tasks.append(anyio.get_current_task().id)
+        return {"n": args["n"]}
+
+    rt.register(define_tool(name="rec", description="records its task", parameters={"n": {"type": "integer"}},
+                            output=ToolOutput(schema={"type": "object"}, render=_render), execute=record))
+    with anyio.fail_after(5):
+        async with open_sub_lane(rt, outer_call=outer_call(rt, agent)) as lane:
+            values = [(await lane.submit("rec", {"n": n}, abandoned=CallAbandonment())).value["n"]
+                      for n in range(3)]
+            assert not lane._driving  # type: ignore[attr-defined]
+    assert values == [0, 1, 2]
+    assert tasks == [anyio.get_current_task().id] * 3
+    assert [e.type for e in agent.events] == ["tool/code-dispatch-start", "tool/code-dispatch"] * 3
+
+
+@pytest.mark.anyio
+async def test_sub_lane_abandoning_a_cooperative_call_aborts_it_and_still_commits(
+        rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
+    """The abandonment cancels that call alone: its body is aborted, it commits, the next call runs."""
+    rt.register(_tool(probe, "sleep"))
+    abandonment = CallAbandonment()
+    with anyio.fail_after(5):
+        async with open_sub_lane(rt, outer_call=outer_call(rt, agent)) as lane, \
+                anyio.create_task_group() as group:
+            results: list[ToolResult] = []
+
+            async def call() -> None:
+                results.append(await lane.submit("sleep", {"ms": 5000, "tag": "a"}, abandoned=abandonment))
+
+            group.start_soon(call)
+            await _wait_for(lambda: probe.running == 1)
+            abandonment.abandon("the program stopped waiting for the call")
+            await _wait_for(lambda: bool(results))
+            after = await lane.submit("sleep", {"tag": "b"}, abandoned=CallAbandonment())
+    assert results[0].is_error and results[0].error is not None and results[0].error.code == "ABORTED"
+    assert not after.is_error and after.value == {"tag": "b"}
+    settles = agent.events.of_type("tool/code-dispatch")
+    assert [e.data["is_error"] for e in settles] == [True, False]
+
+
+@pytest.mark.anyio
+async def test_sub_lane_later_calls_overlap_a_cooperative_call_and_commit_after_it(
+        rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
+    """Calls queued behind an inline call may run beside it but are delivered after it, in order."""
+    rt.register(_tool(probe, "sleep"))
+    _hook_order(rt, probe)
+    order: list[str] = []
+
+    async def deliver(lane: Any, spec: tuple[int, str, bool]) -> None:
+        ms, tag, cooperative = spec
+        order.append((await _submit(lane, cooperative)("sleep", {"ms": ms, "tag": tag})).value["tag"])
+
+    async with open_sub_lane(rt, outer_call=outer_call(rt, agent)) as sub, anyio.create_task_group() as tg:
+        tg.start_soon(deliver, sub, (60, "first", True))
+        await _wait_for(lambda: probe.running == 1)
+        for spec in ((5, "second", True), (5, "third", False)):
+            tg.start_soon(deliver, sub, spec)
+    assert order == ["first", "second", "third"]
+    assert _tagged(probe, "done") == ["second", "third", "first"] and probe.peak == 3
+    assert _tagged(probe, "post") == ["run-1:code:1", "run-1:code:2", "run-1:code:3"]
 
 
 @pytest.fixture
@@ -932,21 +1022,45 @@ async def test_sub_lane_internal_failure_leaves_no_caller_waiting(rt: ToolRuntim
 
 
 @pytest.mark.anyio
-async def test_sub_lane_drains_when_its_enclosing_scope_is_cancelled(rt: ToolRuntime, probe: _Probe,
-                                                                     agent: Agent) -> None:
+async def test_sub_lane_internal_failure_of_an_inline_call_is_raised(rt: ToolRuntime,
+                                                                     broken_finish: None) -> None:
+    """A broken stage of a call driven in the caller's task stops the lane and surfaces on exit."""
+    seen: list[str] = []
+    with anyio.fail_after(5), pytest.raises(RuntimeError, match="finish invariant broke"):
+        async with open_sub_lane(rt, outer_call=outer_call(rt, None)) as lane:
+            try:
+                await lane.submit("sleep", {"ms": 1}, abandoned=CallAbandonment())
+            except ToolError as exc:
+                seen.append(exc.code)
+            assert not lane._driving  # type: ignore[attr-defined]
+    assert seen == ["TOOL_FAILED"]
+
+
+@pytest.mark.anyio
+async def test_sub_lane_drains_when_its_enclosing_scope_is_cancelled(
+        cooperative: bool, rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
     """It commits and logs started children although the outer call arrives as a scope cancellation."""
     rt.register(_tool(probe, "sleep"))
     source = CancelSource()
+    outcomes: list[str] = []
+
+    async def call(lane: Any) -> None:
+        try:
+            await _submit(lane, cooperative)("sleep", {"ms": 5000})
+        except ToolError as exc:  # (a cooperative caller is not cancelled: it gets the outcome)
+            outcomes.append(exc.message)
+
     with anyio.fail_after(5):
         with anyio.CancelScope() as scope:  # what the pipeline wraps around a run_code body
             source.signal.attach_scope(scope)
             async with open_sub_lane(rt, outer_call=outer_call(rt, agent), cancel=source.signal) as lane, \
                     anyio.create_task_group() as group:
-                group.start_soon(lane.submit, "sleep", {"ms": 5000})
+                group.start_soon(call, lane)
                 await _wait_for(lambda: probe.running == 1)
                 source.cancel("user stop")
                 await anyio.sleep(5)  # cancelled right away by the scope
         assert scope.cancelled_caught
+    assert outcomes == (["run_code run is over (user stop); sleep result discarded"] if cooperative else [])
     assert [e.type for e in agent.events] == ["tool/code-dispatch-start", "tool/code-dispatch"]
     assert agent.events[1].data["is_error"] is True
     assert agent.events[1].data["content"] == [{"type": "text", "text": "Error: tool call aborted"}]
