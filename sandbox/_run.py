@@ -117,7 +117,7 @@ class _RunState:
         self.ignored = 0
         self.children = 0
         self.cpu_ms: float | None = None
-        self.send_lock = anyio.Lock(fast_acquire=True)
+        self.send_lock: anyio.Lock | None = None  # (made by the first send that has to wait)
         self.decoder = FrameDecoder(limits.frame_bytes)
         # Calls are served by long-lived server tasks (as many as calls were ever in flight at once):
         # starting a task per call costs more than the whole round trip of a trivial call.
@@ -131,7 +131,8 @@ class _RunState:
         # Every frame the host sends is built from checked parts (tool values are snapshotted).
         data = memoryview(encode_frame(frame, validate=False))
         sock = self.worker.channel
-        if not self.send_lock.locked():
+        lock = self.send_lock
+        if lock is None or not lock.locked():
             # Nobody is halfway through a frame: try it in one go (the common case, no lock needed).
             try:
                 data = data[sock.send(data):]
@@ -141,7 +142,9 @@ class _RunState:
                 return
             if not data:
                 return
-        async with self.send_lock:
+        if lock is None:
+            lock = self.send_lock = anyio.Lock(fast_acquire=True)
+        async with lock:
             while data:
                 try:
                     sent = sock.send(data)
