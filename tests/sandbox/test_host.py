@@ -47,6 +47,29 @@ async def sandbox() -> AsyncIterator[Sandbox]:
 
 
 
+async def test_replies_larger_than_the_socket_buffer_go_out_whole_and_one_at_a_time(
+        sandbox: Sandbox) -> None:
+    """Concurrent replies that each fill the channel many times over arrive intact (none interleaved).
+
+    The first reply that cannot go out in one ``send`` takes the run's send lock (made then); the
+    others queue on it instead of writing into the middle of its frame.
+    """
+    async def big(name: str, args: JsonValue) -> JsonValue:
+        assert isinstance(args, dict)
+        return str(args["c"]) * (3 << 20)
+
+    program = """
+import asyncio
+texts = await asyncio.gather(*[tools.big({'c': c}) for c in 'abcd'])
+return [[len(t), t.count(t[0])] for t in texts]
+"""
+    with anyio.fail_after(60):
+        result = await run(sandbox, program, tools=("big",), call_tool=big,
+                           limits=SandboxLimits(wall_seconds=30.0, cpu_seconds=20.0, memory_bytes=1 << 30))
+    assert result.error is None, result.error
+    assert result.value == [[3 << 20, 3 << 20]] * 4
+
+
 async def test_a_run_returns_its_value_logs_and_stats(sandbox: Sandbox) -> None:
     """It returns the value, the logs in order and the measured stats."""
     with anyio.fail_after(20):
