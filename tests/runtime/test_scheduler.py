@@ -391,6 +391,77 @@ def test_lane_order_and_cap_hold_for_any_mix(kinds: list[str], cap: int, order: 
     anyio.run(scenario)
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    jobs=st.lists(st.tuples(st.sampled_from(["p", "x"]), st.booleans(), st.sampled_from([0.0, 0.0005, 0.002])),
+                  min_size=1, max_size=8),
+    cap=st.integers(min_value=1, max_value=3),
+)
+def test_lane_inline_and_queued_jobs_keep_the_contract(jobs: list[tuple[str, bool, float]], cap: int) -> None:
+    """Jobs driven by their submitters (when they find the lane idle) and jobs the driver runs mix
+    freely: starts are in order and one at a time, commits in order, no overlap with an exclusive
+    job, the cap holds."""
+
+    async def scenario() -> None:
+        board = _Board()
+        problems: list[str] = []
+        starting: list[int] = []
+        inline_ran: list[int] = []
+
+        class Watched(_Job):
+            async def start(self) -> bool:
+                if starting:
+                    problems.append(f"start {self.index} during start {starting[0]}")
+                starting.append(self.index)
+                try:
+                    await anyio.sleep(0.0005)  # (a start that takes a while: nothing may start meanwhile)
+                    return await super().start()
+                finally:
+                    starting.remove(self.index)
+
+            async def run(self) -> None:
+                if jobs[self.index][0] == "x" and board.running:
+                    problems.append(f"exclusive {self.index} overlapped")
+                await super().run()
+
+        lane = OrderedLane(max_parallel=cap)
+        settled = 0
+
+        async def submit(index: int, job: Watched, inline: bool) -> None:
+            nonlocal settled
+            if inline and lane.idle():
+                inline_ran.append(index)
+                with anyio.CancelScope(shield=True):
+                    await lane.run_inline(job)
+            else:
+                lane.submit(job)
+            settled += 1
+
+        async def close_when_done() -> None:
+            while settled < len(jobs) or _events(board, "commit") != list(range(len(jobs))):
+                await anyio.sleep(0.001)
+            lane.close("done")
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                group.start_soon(lambda: lane.drive(until_idle=False))
+                group.start_soon(close_when_done)
+                for index, (kind, inline, gap) in enumerate(jobs):
+                    footprint = EXCLUSIVE if kind == "x" else PARALLEL
+                    job = Watched(index, board, classify=lambda fp=footprint: fp, delay=0.001)
+                    group.start_soon(submit, index, job, inline)
+                    if gap:
+                        await anyio.sleep(gap)
+        assert problems == []
+        assert _events(board, "start") == list(range(len(jobs)))
+        assert _events(board, "commit") == list(range(len(jobs)))
+        assert board.peak <= cap
+        if jobs[0][1]:
+            assert inline_ran[:1] == [0]  # (the first job always finds the lane idle)
+
+    anyio.run(scenario)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # the model-turn scheduler over the real pipeline
 
