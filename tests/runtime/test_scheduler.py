@@ -391,10 +391,53 @@ def test_lane_order_and_cap_hold_for_any_mix(kinds: list[str], cap: int, order: 
     anyio.run(scenario)
 
 
+@pytest.mark.anyio
+async def test_lane_starts_nothing_while_an_inline_job_starts() -> None:
+    """A job queued while an inline job is in its start stage starts only after that stage, then
+    overlaps its body; both commit in order."""
+    board = _Board()
+    release = anyio.Event()
+
+    class SlowStart(_Job):
+        async def start(self) -> bool:
+            self.board.log.append(f"start:{self.index}")
+            await release.wait()
+            self.board.log.append(f"started:{self.index}")
+            return True
+
+    lane = OrderedLane(max_parallel=4)
+    first = SlowStart(0, board, gated=True)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: lane.drive(until_idle=False))
+
+            async def inline() -> None:
+                with anyio.CancelScope(shield=True):
+                    await lane.run_inline(first)
+
+            group.start_soon(inline)
+            try:
+                await _wait_for(lambda: board.log == ["start:0"])
+                lane.submit(_Job(1, board))
+                for _ in range(10):
+                    await anyio.lowlevel.checkpoint()
+                assert board.log == ["start:0"]  # (job 1 waits for job 0's start)
+                release.set()
+                await _wait_for(lambda: "settle:1" in board.log)
+                assert "commit:1" not in board.log  # (it ran beside job 0's body but commits after it)
+                board.gate(0).set()
+                await _wait_for(lambda: _events(board, "commit") == [0, 1])
+            finally:  # (the inline job is shielded: let it end whatever failed)
+                release.set()
+                board.gate(0).set()
+                lane.close("done")
+    assert board.log.index("started:0") < board.log.index("start:1")
+
+
 @settings(max_examples=30, deadline=None)
 @given(
-    jobs=st.lists(st.tuples(st.sampled_from(["p", "x"]), st.booleans(), st.sampled_from([0.0, 0.0005, 0.002])),
-                  min_size=1, max_size=8),
+    jobs=st.lists(st.tuples(st.sampled_from(["p", "x"]), st.booleans(),
+                            st.sampled_from([0.0, 0.0005, 0.002])), min_size=1, max_size=8),
     cap=st.integers(min_value=1, max_value=3),
 )
 def test_lane_inline_and_queued_jobs_keep_the_contract(jobs: list[tuple[str, bool, float]], cap: int) -> None:
@@ -424,22 +467,24 @@ def test_lane_inline_and_queued_jobs_keep_the_contract(jobs: list[tuple[str, boo
                     problems.append(f"exclusive {self.index} overlapped")
                 await super().run()
 
+            async def commit(self) -> None:
+                await super().commit()
+                if len(_events(board, "commit")) == len(jobs):
+                    all_committed.set()
+
         lane = OrderedLane(max_parallel=cap)
-        settled = 0
+        all_committed = anyio.Event()
 
         async def submit(index: int, job: Watched, inline: bool) -> None:
-            nonlocal settled
             if inline and lane.idle():
                 inline_ran.append(index)
                 with anyio.CancelScope(shield=True):
                     await lane.run_inline(job)
             else:
                 lane.submit(job)
-            settled += 1
 
         async def close_when_done() -> None:
-            while settled < len(jobs) or _events(board, "commit") != list(range(len(jobs))):
-                await anyio.sleep(0.001)
+            await all_committed.wait()
             lane.close("done")
 
         with anyio.fail_after(10):
