@@ -70,6 +70,33 @@ return [[len(t), t.count(t[0])] for t in texts]
     assert result.value == [[3 << 20, 3 << 20]] * 4
 
 
+async def test_no_call_handler_outlives_its_run(sandbox: Sandbox) -> None:
+    """Handlers still running when the run ends (done, or the caller's cancellation) have ended,
+    cancelled, by the time the run returns or its cancellation propagates."""
+    ended: list[str] = []
+
+    async def slow(name: str, args: JsonValue) -> JsonValue:
+        try:
+            if name == "fast":
+                return "first"
+            await anyio.sleep(30)
+            return None
+        finally:
+            ended.append(name)
+
+    program = ("import asyncio\n"
+               "for next_done in asyncio.as_completed([tools.slow(), tools.fast()]):\n"
+               "    return await next_done")
+    with anyio.fail_after(20):
+        result = await run(sandbox, program, tools=("slow", "fast"), call_tool=slow)
+    assert result.value == "first" and sorted(ended) == ["fast", "slow"]
+    ended.clear()
+    with anyio.fail_after(20):
+        with anyio.move_on_after(1) as scope:
+            await run(sandbox, "await tools.slow()", tools=("slow",), call_tool=slow)
+    assert scope.cancelled_caught and ended == ["slow"]
+
+
 async def test_a_run_returns_its_value_logs_and_stats(sandbox: Sandbox) -> None:
     """It returns the value, the logs in order and the measured stats."""
     with anyio.fail_after(20):
