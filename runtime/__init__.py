@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._runtime import CodeBinding as CodeBinding
 from ._runtime import ToolRuntime as ToolRuntime
 from .approval import APPROVAL_OUTCOMES as APPROVAL_OUTCOMES
 from .approval import ApprovalRequest as ApprovalRequest
@@ -20,6 +21,7 @@ from .errors import AbortedBeforeDispatchError as AbortedBeforeDispatchError
 from .errors import AbortedError as AbortedError
 from .errors import CodemodeError as CodemodeError
 from .errors import CodeRunFailedError as CodeRunFailedError
+from .errors import CodeRuntimeChangedError as CodeRuntimeChangedError
 from .errors import CodeRuntimeMissingError as CodeRuntimeMissingError
 from .errors import ConfigError as ConfigError
 from .errors import DefinitionError as DefinitionError
@@ -101,8 +103,10 @@ __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_ap
     "Block",
     "CancelSignal",
     "CancelSource",
+    "CodeBinding",
     "CodeRunFailedError",
     "CodeRuntime",
+    "CodeRuntimeChangedError",
     "CodeRuntimeMissingError",
     "CodemodeError",
     "ConfigError",

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import weakref
 from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 
@@ -12,7 +15,13 @@ import anyio.abc
 
 from .cancel import CancelSignal, Disposer
 from .definitions import ToolDefinition, ToolOutput, define_tool
-from .errors import CodeRuntimeMissingError, ConfigError, DefinitionError, UnknownLanguageError
+from .errors import (
+    CodeRuntimeChangedError,
+    CodeRuntimeMissingError,
+    ConfigError,
+    DefinitionError,
+    UnknownLanguageError,
+)
 from .hooks import AroundHook, Guard, PostExecuteHook, PreExecuteHook, ResultObserver
 from .modes import KNOWN_LANGUAGES, RUN_CODE, Mode, collapses, parse_mode
 from .pipeline import ExecutionToken, Stages
@@ -56,12 +65,14 @@ class ToolRuntime:
         self.max_parallel_sub_calls = _positive_int(max_parallel_sub_calls, "max_parallel_sub_calls")
         if approval is not None and not callable(getattr(approval, "request", None)):
             raise ConfigError("approval must have an async request(ApprovalRequest) -> str method")
-        if code_runtime is not None and not all(
-                hasattr(code_runtime, attr) for attr in ("language", "run_code_definition", "render_sdk")):
-            raise ConfigError("code_runtime must provide language, run_code_definition(rt) and render_sdk()")
+        _check_code_runtime(code_runtime)
         self.approval = approval
-        self.code_runtime = code_runtime
+        self._code_runtime = code_runtime
         self._run_code: ToolDefinition | None = None
+        self._run_code_for: CodeRuntime | None = None  # the runtime that built _run_code
+        # What each scope's last prompt promised (spec 13.1): checked by every run_code call.
+        self._code_bindings: weakref.WeakKeyDictionary[Scope, CodeBinding] = weakref.WeakKeyDictionary()
+        self._default_binding: CodeBinding | None = None
         self._registry = Registry(self.mode, self._run_code_definition)
         self._assemble_hooks: list[AssembleHook] = []
         self.stages = Stages(self)
@@ -276,9 +287,28 @@ class ToolRuntime:
             raise DefinitionError(f"code_runtime.render_sdk() returned {type(text).__name__}, not a string")
         return text
 
+    @property
+    def code_runtime(self) -> CodeRuntime | None:
+        """The code runtime behind ``run_code`` and the ``tools:sdk`` section (``None``: none).
+
+        Replacing it changes the tool set (listeners are told, as for a registration), and prompts
+        assembled before the change no longer run programs: their ``run_code`` calls fail with
+        ``CODE_RUNTIME_CHANGED`` until the prompt is assembled again.
+        """
+        return self._code_runtime
+
+    @code_runtime.setter
+    def code_runtime(self, runtime: CodeRuntime | None) -> None:
+        _check_code_runtime(runtime)
+        if runtime is not self._code_runtime:
+            self._code_runtime = runtime
+            self._registry._changed()
+
     def _run_code_definition(self) -> ToolDefinition:
-        if self._run_code is None:
+        # (rebuilt when code_runtime is replaced: a cached definition would run the old runtime)
+        if self._run_code is None or self._run_code_for is not self.code_runtime:
             self._run_code = self._build_run_code()
+            self._run_code_for = self.code_runtime
         return self._run_code
 
     def _build_run_code(self) -> ToolDefinition:
@@ -289,7 +319,47 @@ class ToolRuntime:
         if not isinstance(definition, ToolDefinition) or definition.name != RUN_CODE:
             raise DefinitionError(f'code_runtime.run_code_definition() must return a ToolDefinition named '
                                   f'"{RUN_CODE}", got {definition!r}')
-        return definition
+        body = definition.execute
+
+        async def execute(args: Any, ctx: Any) -> Any:
+            self._check_code_binding(ctx.agent, runtime)
+            return await body(args, ctx)
+
+        return replace(definition, execute=execute)
+
+    # ------------------------------------------------------------------------------ the code binding
+
+    def bind_code(self, scope: Scope | None, sdk_text: str) -> CodeBinding:
+        """Record that ``scope``'s prompt now offers the current code runtime's SDK ``sdk_text``.
+
+        :func:`~runtime.prompt.assemble_prompt` calls this whenever it renders the ``tools:sdk``
+        section; every ``run_code`` call under that scope then checks that the same runtime (so the
+        same language) still executes programs, and fails with ``CODE_RUNTIME_CHANGED`` otherwise.
+        """
+        runtime = self.require_code_runtime(scope)
+        binding = CodeBinding(runtime.language, hashlib.sha256(sdk_text.encode("utf-8")).hexdigest(),
+                              runtime)
+        if scope is None:
+            self._default_binding = binding
+        else:
+            self._code_bindings[scope] = binding
+        return binding
+
+    def code_binding(self, scope: Scope | None) -> CodeBinding | None:
+        """What the last prompt assembled for ``scope`` promised (the runtime default's for ``None``)."""
+        if scope is not None:
+            binding = self._code_bindings.get(scope)
+            if binding is not None:
+                return binding
+        return self._default_binding
+
+    def _check_code_binding(self, scope: Scope | None, runtime: CodeRuntime) -> None:
+        binding = self.code_binding(scope)
+        if binding is None:
+            return  # (no prompt was assembled here: a program sent directly, e.g. from the CLI)
+        if binding.runtime is not runtime or binding.language != runtime.language:
+            raise CodeRuntimeChangedError(f'a "{binding.language}" runtime',
+                                          f'another "{runtime.language}" runtime')
 
     # ------------------------------------------------------------------------------ prompt
 
@@ -346,6 +416,21 @@ _RUN_CODE_OUTPUT = {
     "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}},
     "required": ["logs"],
 }
+
+
+def _check_code_runtime(runtime: object) -> None:
+    if runtime is not None and not all(
+            hasattr(runtime, attr) for attr in ("language", "run_code_definition", "render_sdk")):
+        raise ConfigError("code_runtime must provide language, run_code_definition(rt) and render_sdk()")
+
+
+@dataclass(frozen=True, slots=True)
+class CodeBinding:
+    """What a prompt promised about code: the language, the SDK text's SHA-256 and the runtime."""
+
+    language: str
+    sdk_sha256: str
+    runtime: CodeRuntime = field(compare=False, repr=False)
 
 
 def _unavailable_run_code(runtime: ToolRuntime) -> ToolDefinition:

@@ -40,6 +40,7 @@ __all__ = (
     "AbortedBeforeDispatchError",
     "AbortedError",
     "CodeRunFailedError",
+    "CodeRuntimeChangedError",
     "CodeRuntimeMissingError",
     "CodemodeError",
     "ConfigError",
@@ -242,6 +243,24 @@ class UnknownLanguageError(UsageError):
         self.language = language
         listed = ", ".join(f'"{name}"' for name in known)
         super().__init__(f'no SDK renderer registered for runtime language "{language}" (known: {listed})')
+
+
+class CodeRuntimeChangedError(UsageError):
+    """``run_code`` was called under a prompt whose SDK another code runtime rendered.
+
+    The prompt binds the code runtime (its language and the SDK text's hash) when it is assembled; a
+    ``run_code`` call checks the binding, so a program is never handed to a runtime it was not
+    written for (reference weak spot 13.1).
+    """
+
+    code: ClassVar[str] = "CODE_RUNTIME_CHANGED"
+
+    def __init__(self, bound: str, current: str) -> None:
+        self.bound = bound
+        self.current = current
+        super().__init__(
+            f"the code runtime was replaced after this prompt was assembled (the prompt offered {bound}, "
+            f"the runtime now has {current}): assemble the prompt again and resend the program")
 
 
 class ConfigError(UsageError):

@@ -117,6 +117,8 @@ def assemble_prompt(runtime: ToolRuntime, scope: Scope | None, *,
                                                    CODE_ONLY_RULE if mode_collapses(mode) else "")
         if SDK_SECTION not in sections:
             text = "" if mode is Mode.NATIVE else runtime.render_sdk(scope)
+            if mode is not Mode.NATIVE:
+                runtime.bind_code(scope, text)  # (run_code checks it: spec 13.1)
             sections[SDK_SECTION] = _builtin(SDK_SECTION, SDK_ORDER, text)
     rendered: list[Section] = []
     for spec in sections.values():

@@ -6,6 +6,7 @@ dispatches one child call), and its SDK lists the declared tool names.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -584,3 +585,70 @@ def test_invalid_mode_is_a_config_error() -> None:
         ToolRuntime("hybrid")
     with pytest.raises(ConfigError):
         make().present_as(Agent("a"), "hybrid")
+
+
+# ------------------------------------------------------------------------------------- the code binding
+
+
+@pytest.mark.anyio
+async def test_a_prompt_binds_its_code_runtime_and_run_code_checks_it() -> None:
+    """A program sent under a prompt that another runtime rendered fails with CODE_RUNTIME_CHANGED;
+    assembling the prompt again binds the new runtime (spec 13.1)."""
+    rt = make("code")
+    agent = Agent("coder")
+    first = rt.code_runtime
+    text = sdk_text(rt, agent)
+    binding = rt.code_binding(agent)
+    assert text is not None and binding is not None
+    assert binding.language == "python" and binding.runtime is first
+    assert binding.sdk_sha256 == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert not (await call(rt, "run_code", RUN, agent=agent)).is_error
+
+    second = FakeCodeRuntime()
+    rt.code_runtime = second
+    stale = await call(rt, "run_code", RUN, agent=agent)
+    assert stale.is_error and stale.error is not None and stale.error.code == "CODE_RUNTIME_CHANGED"
+    assert "assemble the prompt again" in stale.error.message and second.built == 1
+
+    sdk_text(rt, agent)
+    assert not (await call(rt, "run_code", RUN, agent=agent)).is_error
+    assert rt.code_binding(agent) is not None and rt.code_binding(agent).runtime is second  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_a_replaced_code_runtime_runs_programs_sent_without_a_prompt() -> None:
+    """Without an assembled prompt nothing is bound, and run_code uses the runtime in place now."""
+    rt = make("code")
+    assert not (await call(rt, "run_code", RUN)).is_error
+    second = FakeCodeRuntime()
+    rt.code_runtime = second
+    assert not (await call(rt, "run_code", RUN)).is_error
+    assert second.built == 1 and rt.code_binding(None) is None
+
+
+@pytest.mark.anyio
+async def test_an_agent_without_a_prompt_of_its_own_is_held_to_the_default_binding() -> None:
+    """A scope falls back to the runtime default's binding; its own prompt then takes over."""
+    rt = make("code")
+    agent = Agent("late")
+    sdk_text(rt)  # the default prompt
+    rt.code_runtime = FakeCodeRuntime()
+    result = await call(rt, "run_code", RUN, agent=agent)
+    assert result.error is not None and result.error.code == "CODE_RUNTIME_CHANGED"
+    sdk_text(rt, agent)
+    assert not (await call(rt, "run_code", RUN, agent=agent)).is_error
+
+
+def test_replacing_the_code_runtime_is_a_tool_change_and_is_checked() -> None:
+    """A new code runtime notifies change listeners (run_code changed); the same one does not; a
+    malformed one is refused as at construction."""
+    rt = make("code")
+    seen: list[str] = []
+    rt.on_change(lambda: seen.append("changed"))
+    rt.code_runtime = rt.code_runtime
+    assert seen == []
+    rt.code_runtime = FakeCodeRuntime()
+    assert seen == ["changed"]
+    with pytest.raises(ConfigError, match="code_runtime must provide"):
+        rt.code_runtime = object()  # type: ignore[assignment]
+    assert seen == ["changed"]
