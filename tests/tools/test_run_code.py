@@ -346,6 +346,35 @@ async def test_a_call_the_program_abandons_is_cancelled_and_blocks_nothing(rt: T
     assert settled == {"w:code:1": True, "w:code:2": False}
 
 
+async def test_many_abandoned_calls_beyond_the_pool_all_settle_promptly(rt: ToolRuntime) -> None:
+    """A program that gives up on 30 gathered calls of a hanging tool (the sub-lane runs 10 at a
+    time): every started call is aborted, every queued one settles, and the run ends at once."""
+    agent = Agent("flood")
+    aborted: list[str] = []
+
+    async def hang(args: Any, ctx: ToolContext) -> Any:
+        try:
+            await anyio.sleep(30)
+        except anyio.get_cancelled_exc_class():
+            aborted.append(ctx.call_id)
+            raise
+        return {}
+
+    rt.register(define_tool(name="hang", description="never answers", parameters={},
+                            output=_object_output(), execute=hang, is_concurrency_safe=lambda args: True))
+    program = ("import asyncio\ntry:\n"
+               "    await asyncio.wait_for(asyncio.gather(*[tools.hang() for _ in range(30)]), timeout=0.2)\n"
+               "except asyncio.TimeoutError:\n    pass\nreturn 'gave up'")
+    with anyio.fail_after(10):
+        result = await run(rt, program, agent=agent, call_id="f")
+    assert result.value["result"] == "gave up"
+    starts = [e.data["sub_call_id"] for e in agent.events.events if e.type == "tool/code-dispatch-start"]
+    settles = [e.data["sub_call_id"] for e in agent.events.events if e.type == "tool/code-dispatch"]
+    assert starts == settles == [f"f:code:{n}" for n in range(1, 31)][:len(starts)]
+    assert 10 <= len(aborted) <= len(starts) <= 30
+    assert all(e.data["is_error"] for e in agent.events.events if e.type == "tool/code-dispatch")
+
+
 _tool_names = st.lists(
     st.text(alphabet=st.characters(categories=("Ll", "Lu", "Nd"), include_characters="_-.$ "),
             min_size=1, max_size=12).filter(lambda n: n != "run_code"),
