@@ -321,21 +321,27 @@ async def test_persistent_sessions_keep_variables_per_agent() -> None:
         assert any(event.type == "code/session" for event in alice.events.events)
 
 
-async def test_a_call_the_program_abandons_is_cancelled_and_blocks_nothing(rt: ToolRuntime) -> None:
-    """It cancels a child call whose await the program gave up (wait_for), so later calls are not held."""
-    agent = Agent("erin")
+def _register_hanging(rt: ToolRuntime, name: str, *, safe: bool = False) -> list[str]:
+    """Register a tool that sleeps 30 s; returns the call ids whose bodies were cancelled."""
     cancelled: list[str] = []
 
-    async def stubborn(args: Any, ctx: ToolContext) -> Any:
+    async def hang(args: Any, ctx: ToolContext) -> Any:
         try:
-            await anyio.sleep(10)
+            await anyio.sleep(30)
         except anyio.get_cancelled_exc_class():
             cancelled.append(ctx.call_id)
             raise
         return {}
 
-    rt.register(define_tool(name="stubborn", description="slow", parameters={}, output=_object_output(),
-                            execute=stubborn))
+    rt.register(define_tool(name=name, description="never answers", parameters={}, output=_object_output(),
+                            execute=hang, is_concurrency_safe=(lambda args: True) if safe else None))
+    return cancelled
+
+
+async def test_a_call_the_program_abandons_is_cancelled_and_blocks_nothing(rt: ToolRuntime) -> None:
+    """It cancels a child call whose await the program gave up (wait_for), so later calls are not held."""
+    agent = Agent("erin")
+    cancelled = _register_hanging(rt, "stubborn")
     program = ("import asyncio\ntry:\n    await asyncio.wait_for(tools.stubborn(), timeout=0.05)\n"
                "except asyncio.TimeoutError:\n    pass\nreturn (await tools.add(a=1, b=1))['sum']")
     with anyio.fail_after(5):
@@ -350,18 +356,7 @@ async def test_many_abandoned_calls_beyond_the_pool_all_settle_promptly(rt: Tool
     """A program that gives up on 30 gathered calls of a hanging tool (the sub-lane runs 10 at a
     time): every started call is aborted, every queued one settles, and the run ends at once."""
     agent = Agent("flood")
-    aborted: list[str] = []
-
-    async def hang(args: Any, ctx: ToolContext) -> Any:
-        try:
-            await anyio.sleep(30)
-        except anyio.get_cancelled_exc_class():
-            aborted.append(ctx.call_id)
-            raise
-        return {}
-
-    rt.register(define_tool(name="hang", description="never answers", parameters={},
-                            output=_object_output(), execute=hang, is_concurrency_safe=lambda args: True))
+    aborted = _register_hanging(rt, "hang", safe=True)
     program = ("import asyncio\ntry:\n"
                "    await asyncio.wait_for(asyncio.gather(*[tools.hang() for _ in range(30)]), timeout=0.2)\n"
                "except asyncio.TimeoutError:\n    pass\nreturn 'gave up'")
