@@ -21,7 +21,7 @@ import anyio
 import anyio.abc
 
 from ._reader import open_reader
-from .calls import CallAbandonment, CooperativeCallTool
+from .calls import CallAbandonment, CooperativeCallTool, CooperativeHandler
 from .errors import ToolCallFailure
 from .host import WorkerHandle
 from .limits import SandboxLimits
@@ -51,7 +51,8 @@ __all__ = (
     "execute_run",
 )
 
-CallTool = Callable[[str, JsonValue], Awaitable[JsonValue]] | CooperativeCallTool
+PlainCallTool = Callable[[str, JsonValue], Awaitable[JsonValue]]
+CallTool = PlainCallTool | CooperativeCallTool
 OnLog = Callable[[str], "Awaitable[None] | None"]
 
 _ABANDONED: Final = "the program stopped waiting for the call"
@@ -100,8 +101,12 @@ class _RunState:
         self.worker = worker
         self.limits = limits
         self.tool_names = tool_names
-        self.call_tool = call_tool
-        self.cooperative = call_tool.handler if isinstance(call_tool, CooperativeCallTool) else None
+        self.cooperative: CooperativeHandler | None = None
+        self.plain: PlainCallTool | None = None
+        if isinstance(call_tool, CooperativeCallTool):
+            self.cooperative = call_tool.handler
+        else:
+            self.plain = call_tool
         #: The cooperative calls in flight: each is abandoned, never cancelled.
         self.abandonments: dict[int, CallAbandonment] = {}
         self.on_log = on_log
@@ -238,20 +243,21 @@ class _RunState:
         if self.cooperative is not None:
             await self._serve_cooperatively(frame, self.cooperative)
             return
+        assert self.plain is not None
         with anyio.CancelScope() as scope:
             self.serving[frame.id] = scope
             try:
-                await self.send(await self._reply_to(frame, self.call_tool))  # type: ignore[arg-type]
+                await self.send(await self._reply_to(frame, self.plain))
             finally:
                 self.serving.pop(frame.id, None)
 
-    async def _serve_cooperatively(self, frame: CallFrame, handler: Any) -> None:
+    async def _serve_cooperatively(self, frame: CallFrame, handler: CooperativeHandler) -> None:
         """Serve one call shielded; the program abandoning it (or the run ending) fires its abandonment."""
         abandonment = CallAbandonment()
         self.abandonments[frame.id] = abandonment
 
         async def call(name: str, args: JsonValue) -> JsonValue:
-            return await handler(name, args, abandonment)  # type: ignore[no-any-return]
+            return await handler(name, args, abandonment)
 
         try:
             with anyio.CancelScope(shield=True):

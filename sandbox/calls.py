@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .lossless import JsonValue
 
-__all__ = ("CallAbandonment", "CooperativeCallTool")
+__all__ = ("CallAbandonment", "CooperativeCallTool", "CooperativeHandler")
 
 
 def _noop() -> None:
@@ -78,6 +78,9 @@ def _call_quietly(callback: Callable[[str], object], reason: str) -> None:
         callback(reason)
 
 
+CooperativeHandler = Callable[[str, JsonValue, "CallAbandonment"], Awaitable[JsonValue]]
+
+
 @dataclass(frozen=True, slots=True)
 class CooperativeCallTool:
     """A call handler the sandbox never cancels: ``handler(name, args, abandonment) -> value``.
@@ -86,4 +89,4 @@ class CooperativeCallTool:
     program's ``ToolCallError``; anything else a ``TOOL_FAILED`` error).
     """
 
-    handler: Callable[[str, JsonValue, CallAbandonment], Awaitable[JsonValue]]
+    handler: CooperativeHandler
