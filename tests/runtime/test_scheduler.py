@@ -919,6 +919,33 @@ async def test_sub_lane_starts_its_driver_only_for_a_first_call(rt: ToolRuntime,
     assert not result.is_error and result.value == {}
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("entered", [True, False])
+async def test_sub_lane_drains_with_or_without_an_entered_runtime(entered: bool, probe: _Probe) -> None:
+    """Concurrent calls overlap, deliver in order and drain before the exit, whether or not the
+    runtime was entered (``async with``)."""
+    runtime = ToolRuntime(max_parallel_sub_calls=4)
+    runtime.register(_tool(probe, "sleep"))
+    delivered: list[str] = []
+
+    async def scenario() -> None:
+        async with open_sub_lane(runtime, outer_call=outer_call(runtime, None)) as lane, \
+                anyio.create_task_group() as group:
+            async def call(ms: int, tag: str) -> None:
+                delivered.append((await lane.submit("sleep", {"ms": ms, "tag": tag})).value["tag"])
+
+            for ms, tag in ((20, "a"), (5, "b"), (1, "c")):
+                group.start_soon(call, ms, tag)
+        assert delivered == ["a", "b", "c"] and probe.peak == 3 and probe.running == 0
+
+    with anyio.fail_after(5):
+        if entered:
+            async with runtime:
+                await scenario()
+        else:
+            await scenario()
+
+
 async def _empty() -> dict[str, Any]:
     return {}
 
