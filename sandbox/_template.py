@@ -31,6 +31,7 @@ import signal
 import socket
 import sys
 import tempfile
+import warnings
 from typing import Any, Final
 
 from . import _isolate, worker
@@ -226,6 +227,9 @@ def _prepare(executor_name: str) -> Any:
             raise ImportError(f"executor module {executor_name!r} has no callable {name!r}")
     _isolate._lib()
     _isolate._seccomp_program()
+    # Workers ignore every warning (a program's SyntaxWarning has nowhere to go): the compiler then
+    # skips saving and restoring the filter list around each parse and compile.
+    warnings.simplefilter("ignore")
     gc.collect()
     gc.freeze()
     return executor

@@ -18,10 +18,11 @@ policy, e.g. ``await`` inside a plain ``def``) raises :class:`ProgramSyntaxError
 from __future__ import annotations
 
 import ast
+import contextlib
 import warnings
 from dataclasses import dataclass
 from types import CodeType
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from .policy import ENTRY_NAME, NO_VALUE_NAME, RESERVED_GLOBALS, ProgramPolicy
 
@@ -150,10 +151,26 @@ class _TopLevelNames(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+def _quiet() -> contextlib.AbstractContextManager[object]:
+    """Silence the parser's and compiler's warnings (SyntaxWarning and the like) for one call.
+
+    A worker process ignores every warning from the start (``sandbox.worker`` installs the filter),
+    so there it skips ``catch_warnings``, which copies and restores the global filter list twice
+    per program; in a host process the filters are saved and restored around the call.
+    """
+    filters = warnings.filters
+    if filters and filters[0] == _IGNORE_ALL:
+        return contextlib.nullcontext()
+    return warnings.catch_warnings(action="ignore")
+
+
+#: The filter entry ``warnings.simplefilter("ignore")`` installs.
+_IGNORE_ALL: Final = ("ignore", None, Warning, None, 0)
+
+
 def _parse(source: str, filename: str) -> ast.Module:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with _quiet():
             return ast.parse(source, filename, "exec")
     except SyntaxError as exc:
         raise _syntax(exc.lineno, f"{type(exc).__name__}: {exc.msg}") from None
@@ -227,8 +244,7 @@ def compile_program(source: str, *, filename: str = "<program>",
         node.end_lineno = last_line if node is entry else line
         node.col_offset = node.end_col_offset = 0
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with _quiet():
             code = _compile_tree(module, filename)
     except SyntaxError as exc:
         raise _syntax(exc.lineno, f"{type(exc).__name__}: {exc.msg}") from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import warnings
 from typing import Any
 
 import pytest
@@ -132,3 +133,36 @@ def test_a_generated_node_without_a_position_still_compiles() -> None:
     exec(code, namespace)
     assert namespace["x"] == 1
     assert module.body[1].lineno == 1  # took its parent's position
+
+
+_WARNING_PROGRAM = "x = '\\d'\nif x is 'a':\n    pass\nreturn x"  # an invalid escape, `is` with a literal
+
+
+def test_compiling_leaves_the_host_warning_filters_alone() -> None:
+    """In a host process a program's SyntaxWarnings are silenced and the filters restored as they were."""
+    before = list(warnings.filters)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        inside = list(warnings.filters)
+        compile_program(_WARNING_PROGRAM)
+        assert list(warnings.filters) == inside
+    assert caught == [] and list(warnings.filters) == before
+
+
+def test_under_an_ignore_all_filter_the_compiler_does_not_touch_the_filters(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker ignores every warning: compiling then neither saves nor restores the filter list."""
+    calls: list[object] = []
+    original = warnings.catch_warnings
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(kwargs)
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        monkeypatch.setattr(warnings, "catch_warnings", counting)
+        compile_program(_WARNING_PROGRAM)
+        monkeypatch.undo()
+    assert calls == []
+    compile_program(_WARNING_PROGRAM)  # (no ignore-all filter in front: it saves and restores)
