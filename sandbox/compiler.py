@@ -221,9 +221,13 @@ def compile_program(source: str, *, filename: str = "<program>",
     collector = _TopLevelNames()
     module = _wrap(tree.body)
     policy = ProgramPolicy()
+    # The top-level names matter only at module scope or under a `global` statement (which needs the
+    # keyword in the text): a one-shot program without one skips the walk.
+    collect = module_scope or "global" in source
     try:
-        for stmt in tree.body:
-            collector.visit(stmt)
+        if collect:
+            for stmt in tree.body:
+                collector.visit(stmt)
         policy.visit(module)
     except (RecursionError, MemoryError):
         raise ProgramPolicyError(CompileDiagnostics(("line 0: the program nests too deeply",))) from None

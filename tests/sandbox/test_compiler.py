@@ -124,6 +124,28 @@ def test_a_global_statement_keeps_module_scope() -> None:
     assert "counter" not in entry.co_varnames
 
 
+@pytest.mark.parametrize(("source", "module_scope", "walks"), [
+    ("total = 1\nreturn total", False, False),
+    ("total = 1\nreturn total", True, True),
+    ("def f():\n    global total\n    total = 2\nf()\nreturn total", False, True),
+])
+def test_top_level_names_are_collected_only_when_they_matter(
+        monkeypatch: pytest.MonkeyPatch, source: str, module_scope: bool, walks: bool) -> None:
+    """The top-level name walk runs at module scope or under `global`; a one-shot program skips it."""
+    from sandbox import compiler
+
+    visited: list[str] = []
+    original = compiler._TopLevelNames.visit
+
+    def counting(self: Any, node: ast.AST) -> Any:
+        visited.append(type(node).__name__)
+        return original(self, node)
+
+    monkeypatch.setattr(compiler._TopLevelNames, "visit", counting)
+    compile_program(source, module_scope=module_scope)
+    assert bool(visited) is walks
+
+
 def test_a_generated_node_without_a_position_still_compiles() -> None:
     """It fills in missing source positions when a rewritten tree needs them (and only then)."""
     module = ast.parse("x = 1")
