@@ -279,6 +279,10 @@ class _ChildJob:
         """The program stopped waiting for this call: cancel it alone (it still commits, as ABORTED)."""
         self._own.cancel(reason)
 
+    def abandoned_by_program(self, _reason: object = None) -> None:
+        """:meth:`cancel` with the reason a program's give-up reads as."""
+        self.cancel(f"the program stopped waiting for {self._name}")
+
     def outcome(self) -> ToolResult:
         """The committed result; raises the failure when the call produced none of its own."""
         if self.failure is not None:
@@ -400,13 +404,11 @@ class SubLane:
         job = _ChildJob(self, name, frozen, f"{self.outer.call_id}:code:{self._count}")
         if abandoned is not None:
             return await self._settle(job, abandoned)
-        self._waiting.add(job)
-        self._ensure_driver()
+        self._enqueue(job)
         try:
-            self._lane.submit(job)
             await job.done.wait()
         except anyio.get_cancelled_exc_class():
-            job.cancel(f"the program stopped waiting for {name}")
+            job.abandoned_by_program()
             raise
         finally:
             self._waiting.discard(job)
@@ -414,29 +416,30 @@ class SubLane:
 
     async def _settle(self, job: _ChildJob, abandoned: Abandonable) -> ToolResult:
         """Await ``job`` to its commit, driving it here when the lane is idle (see :meth:`submit`)."""
-        name = job.name
-        dispose = abandoned.on_abandon(lambda _reason: job.cancel(f"the program stopped waiting for {name}"))
+        dispose = abandoned.on_abandon(job.abandoned_by_program)
         try:
             with anyio.CancelScope(shield=True):
                 if self._lane.idle():
                     await self._lane.run_inline(job)
                     if not job.done.is_set():  # a stage failed: the lane stopped (open_sub_lane raises)
-                        job.failure = ToolExecutionError(f"{name} could not be settled (internal failure)")
+                        job.failure = ToolExecutionError(
+                            f"{job.name} could not be settled (internal failure)")
                         job.done.set()
                 else:
-                    self._waiting.add(job)
-                    self._ensure_driver()
-                    self._lane.submit(job)
+                    self._enqueue(job)
                     await job.done.wait()
         finally:
             dispose()
             self._waiting.discard(job)
         return job.outcome()
 
-    def _ensure_driver(self) -> None:
+    def _enqueue(self, job: _ChildJob) -> None:
+        """Hand ``job`` to the lane's driver (started with the first job that needs it)."""
+        self._waiting.add(job)
         if not self._driving and self._group is not None:
             self._driving = True
             self._group.start_soon(self._drive)
+        self._lane.submit(job)
 
     def _close(self, reason: str) -> None:
         if self.over_reason is None:

@@ -43,6 +43,14 @@ class FrameReader(Protocol):
         """The next frame, or ``None`` once the worker closed its end; raise ProtocolViolation."""
         ...
 
+    def stop(self) -> None:
+        """Take no more frames, cheaply (the run is over but its channel stays open a while).
+
+        Whatever the worker sends afterwards stays in the socket's kernel buffer, which bounds it;
+        :meth:`close` still has to be called.
+        """
+        ...
+
     def close(self) -> None:
         """Stop reading (idempotent); the socket itself stays open."""
         ...
@@ -94,6 +102,9 @@ class _PortableReader:
                 return None
             self._bodies.extend(self._decoder.feed(data))
 
+    def stop(self) -> None:
+        pass  # (it reads only when next_frame is awaited)
+
     def close(self) -> None:
         pass
 
@@ -102,7 +113,7 @@ class _LoopReader:
     """Reads in a readability callback registered once; the pump awaits a future only when idle."""
 
     __slots__ = ("_buffer", "_decoder", "_eof", "_error", "_fd", "_frames", "_loop", "_reading",
-                 "_sock", "_take_now", "_view", "_waiter")
+                 "_sock", "_stopped", "_take_now", "_view", "_waiter")
 
     def __init__(self, sock: socket.socket, decoder: FrameDecoder, take_now: TakeNow) -> None:
         self._sock = sock
@@ -119,6 +130,7 @@ class _LoopReader:
         self._error: ProtocolViolation | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._reading = False
+        self._stopped = False
         self._resume()
 
     def _resume(self) -> None:
@@ -131,7 +143,15 @@ class _LoopReader:
             self._loop.remove_reader(self._fd)
             self._reading = False
 
+    def stop(self) -> None:
+        # (no remove_reader here: that costs a system call on the run's way out; the callback
+        # unregisters itself if the worker sends anything more)
+        self._stopped = True
+
     def _on_readable(self) -> None:
+        if self._stopped:
+            self._pause()
+            return
         try:
             size = self._sock.recv_into(self._view)
         except BlockingIOError:

@@ -311,9 +311,12 @@ class _RunState:
         except _Ended:
             pass
         finally:
-            if not self.received_done:
+            if self.received_done:
+                # (a worker that keeps sending after done must not make the host buffer it; the
+                # reader goes with the channel: see execute_run)
+                reader.stop()
+            else:
                 self.worker.close_reader()
-            # (after done, whoever keeps or closes the channel stops the reader: see execute_run)
             if self.abandonments:
                 # Cooperative calls are shielded: they end when told. A worker that did not finish is
                 # killed first, so it does not outlive its deadline while they settle.

@@ -175,3 +175,26 @@ async def test_closing_the_reader_ends_a_waiting_pump_and_forgets_the_descriptor
             reader.close()  # what WorkerHandle.close_channel does before it closes the socket
     assert got == [None]
     assert not asyncio.get_running_loop().remove_reader(host.fileno())  # nothing left registered
+
+
+async def test_a_stopped_reader_takes_nothing_more_and_unregisters_on_the_next_frame(
+        channel: tuple[socket.socket, socket.socket]) -> None:
+    """After stop(), what the worker sends stays in the socket: nothing is read, parsed or taken, and
+    the descriptor is dropped from the event loop the first time it turns readable."""
+    host, worker = channel
+    taken: list[WorkerFrame] = []
+
+    def take(frame: WorkerFrame) -> bool:
+        taken.append(frame)
+        return True
+
+    reader = open_reader(host, FrameDecoder(1 << 16), take)
+    reader.stop()
+    worker.sendall(b"".join(_log(i) for i in range(100)))
+    with anyio.fail_after(5):
+        for _ in range(5):
+            await anyio.lowlevel.checkpoint()
+    assert taken == [] and len(reader._frames) == 0  # type: ignore[attr-defined]
+    assert not asyncio.get_running_loop().remove_reader(host.fileno())  # (it unregistered itself)
+    assert len(host.recv(1 << 20)) == len(b"".join(_log(i) for i in range(100)))  # all still queued
+    reader.close()
