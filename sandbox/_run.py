@@ -20,7 +20,7 @@ from typing import Any, Final, Protocol
 import anyio
 import anyio.abc
 
-from ._reader import open_reader
+from ._reader import FrameReader, open_reader
 from .calls import CallAbandonment, CooperativeCallTool, CooperativeHandler
 from .errors import ToolCallFailure
 from .host import WorkerHandle
@@ -127,6 +127,9 @@ class _RunState:
         # Calls are served by long-lived server tasks (as many as calls were ever in flight at once):
         # starting a task per call costs more than the whole round trip of a trivial call.
         self.idle: list[_Slot] = []
+        self.reader: FrameReader | None = None
+        #: A call frame read before the run had a task group to serve it in (see pump).
+        self.pending: CallFrame | None = None
 
     def fail(self, kind: ErrorKind, message: str) -> None:
         if self.error is None and self.done is None:
@@ -135,20 +138,29 @@ class _RunState:
     async def send(self, frame: dict[str, Any]) -> None:
         # Every frame the host sends is built from checked parts (tool values are snapshotted).
         data = memoryview(encode_frame(frame, validate=False))
-        sock = self.worker.channel
         lock = self.send_lock
         if lock is None or not lock.locked():
             # Nobody is halfway through a frame: try it in one go (the common case, no lock needed).
-            try:
-                data = data[sock.send(data):]
-            except BlockingIOError:
-                pass
-            except OSError:
-                return
+            data = self.send_now(data)
             if not data:
                 return
+        await self.send_rest(data)
+
+    def send_now(self, data: memoryview) -> memoryview:
+        """Send what the socket takes without waiting; return the rest (empty once the worker is gone)."""
+        try:
+            return data[self.worker.channel.send(data):]
+        except BlockingIOError:
+            return data
+        except OSError:
+            return data[:0]  # the worker is gone; its exit is observed by the reader
+
+    async def send_rest(self, data: memoryview) -> None:
+        """Send the rest of a frame, waiting for the socket, with no other frame interleaved."""
+        lock = self.send_lock
         if lock is None:
             lock = self.send_lock = anyio.Lock(fast_acquire=True)
+        sock = self.worker.channel
         async with lock:
             while data:
                 try:
@@ -296,38 +308,59 @@ class _RunState:
         return _success(frame.id, value)
 
     # --- frames ----------------------------------------------------------------------------
-    async def pump(self, task_group: anyio.abc.TaskGroup) -> None:
-        """Read and act on frames until ``done``, a violation or the worker's death."""
-        reader = self.worker.reader = open_reader(self.worker.channel, self.decoder, self.take_now)
+    async def pump(self, task_group: anyio.abc.TaskGroup | None) -> bool:
+        """Read and act on frames until ``done``, a violation or the worker's death; then True.
+
+        Without a task group it stops at the first call frame, which needs a server task: it keeps
+        that frame for the next ``pump`` and returns False. A run that makes no calls so never pays
+        for a task group (whose exit also costs an event-loop iteration).
+        """
+        reader = self.reader
+        if reader is None:
+            reader = self.reader = self.worker.reader = open_reader(self.worker.channel, self.decoder,
+                                                                   self.take_now)
         try:
+            frame: WorkerFrame | None = self.pending
+            self.pending = None
             while True:
-                frame = await reader.next_frame()
                 if frame is None:
-                    await self._worker_died()
-                    raise _Ended
+                    frame = await reader.next_frame()
+                    if frame is None:
+                        await self._worker_died()
+                        raise _Ended
+                if task_group is None and type(frame) is CallFrame:
+                    self.pending = frame
+                    return False
                 await self.handle(frame, task_group)
+                frame = None
         except ProtocolViolation as exc:
             self.fail("protocol", f"the worker broke the sandbox protocol: {exc}")
         except _Ended:
             pass
         finally:
-            if self.received_done:
-                # (a worker that keeps sending after done must not make the host buffer it; the
-                # reader goes with the channel: see execute_run)
-                reader.stop()
-            else:
-                self.worker.close_reader()
-            if self.abandonments:
-                # Cooperative calls are shielded: they end when told. A worker that did not finish is
-                # killed first, so it does not outlive its deadline while they settle.
-                if not self.received_done:
-                    with anyio.CancelScope(shield=True):
-                        await self.worker.kill()
-                self.abandon_all(_RUN_OVER)
+            if self.pending is None:
+                await self._wind_down(reader)
         if self.children:  # tool calls in flight or the cancel watcher: stop them
+            assert task_group is not None
             task_group.cancel_scope.cancel()
+        return True
 
-    async def handle(self, frame: object, task_group: anyio.abc.TaskGroup) -> None:
+    async def _wind_down(self, reader: FrameReader) -> None:
+        if self.received_done:
+            # (a worker that keeps sending after done must not make the host buffer it; the reader
+            # goes with the channel: see execute_run)
+            reader.stop()
+        else:
+            self.worker.close_reader()
+        if self.abandonments:
+            # Cooperative calls are shielded: they end when told. A worker that did not finish is
+            # killed first, so it does not outlive its deadline while they settle.
+            if not self.received_done:
+                with anyio.CancelScope(shield=True):
+                    await self.worker.kill()
+            self.abandon_all(_RUN_OVER)
+
+    async def handle(self, frame: object, task_group: anyio.abc.TaskGroup | None) -> None:
         if isinstance(frame, LogFrame):
             await self.add_log(frame)
         elif isinstance(frame, CallFrame):
@@ -335,6 +368,7 @@ class _RunState:
                 if self.idle:
                     self.idle.pop().hand(frame)
                 else:
+                    assert task_group is not None  # (pump keeps call frames until it has one)
                     self.children += 1
                     task_group.start_soon(self._server, frame)
         elif isinstance(frame, CancelFrame):
@@ -417,22 +451,30 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
     keep_worker = False
     dispose: Callable[[], object] | None = None
     try:
-        # The task group's own scope carries the wall-clock deadline (one scope less per run).
-        async with anyio.create_task_group() as task_group:
-            scope = task_group.cancel_scope
-            scope.deadline = anyio.current_time() + limits.wall_seconds
-            await state.send({
-                "type": "run", "program": program, "tool_names": list(tool_names),
-                "persist": persist,
-                "limits": {"cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_bytes,
-                           "log_bytes": limits.log_bytes, "result_bytes": limits.result_bytes,
-                           "frame_bytes": limits.frame_bytes},
-            })
+        # The run frame goes out first, so the worker starts on the program while the host sets up its
+        # side; only a frame too big for the socket buffer waits, within the deadline, for the rest.
+        rest = state.send_now(memoryview(encode_frame({
+            "type": "run", "program": program, "tool_names": list(tool_names), "persist": persist,
+            "limits": {"cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_bytes,
+                       "log_bytes": limits.log_bytes, "result_bytes": limits.result_bytes,
+                       "frame_bytes": limits.frame_bytes},
+        }, validate=False)))
+        with anyio.CancelScope(deadline=anyio.current_time() + limits.wall_seconds) as scope:
+            if rest:
+                await state.send_rest(rest)
             if cpu_watch is not None:
-                cpu_watch.add(worker, state, task_group.cancel_scope)
+                cpu_watch.add(worker, state, scope)
+            watcher = False
             if cancel is not None:
-                dispose = _observe_cancel(cancel, state, task_group)
-            await state.pump(task_group)
+                dispose, watcher = _observe_cancel(cancel, state, scope)
+            # The task group is opened only when something needs a task: a call or a cancel watcher.
+            if watcher or not await state.pump(None):
+                async with anyio.create_task_group() as task_group:
+                    if watcher:
+                        assert cancel is not None
+                        state.children += 1
+                        task_group.start_soon(_watch_cancel, cancel, state, scope)
+                    await state.pump(task_group)
         if scope.cancelled_caught and state.error is None and not state.received_done:
             # (every other cancellation of this scope follows a failure or the done frame)
             state.fail("timeout", f"the program ran past its wall-clock budget of {limits.wall_seconds:g} s "
@@ -506,36 +548,34 @@ def _cpu_message(budget: float) -> str:
 
 
 def _observe_cancel(cancel: CancelLike, state: _RunState,
-                    task_group: anyio.abc.TaskGroup) -> Callable[[], object] | None:
-    """End the run when ``cancel`` fires; returns what undoes the observation, if anything does.
+                    scope: anyio.CancelScope) -> tuple[Callable[[], object] | None, bool]:
+    """End the run when ``cancel`` fires: returns what undoes the observation, if anything does, and
+    whether a watcher task is needed.
 
     A signal with ``on_cancel(callback) -> disposer`` (``runtime.CancelSignal``) is observed by a
-    callback, which costs no task; any other is awaited by a watcher task in the run's task group.
+    callback, which costs no task; any other is awaited by a watcher task (started by the caller).
     """
     subscribe = getattr(cancel, "on_cancel", None)
     if callable(subscribe):
         def abort(reason: object = None) -> None:
-            _abort(state, task_group)
+            _abort(state, scope)
 
         try:
             disposer = subscribe(abort)
         except Exception:  # a broken subscription: fall back to the watcher task
-            disposer = None
-        else:
-            return disposer if callable(disposer) else None
-    state.children += 1
-    task_group.start_soon(_watch_cancel, cancel, state, task_group)
-    return None
+            return None, True
+        return (disposer if callable(disposer) else None), False
+    return None, True
 
 
-def _abort(state: _RunState, task_group: anyio.abc.TaskGroup) -> None:
+def _abort(state: _RunState, scope: anyio.CancelScope) -> None:
     state.fail("aborted", "the run was cancelled by the caller and the worker was killed")
-    task_group.cancel_scope.cancel()
+    scope.cancel()
 
 
-async def _watch_cancel(cancel: CancelLike, state: _RunState, task_group: anyio.abc.TaskGroup) -> None:
+async def _watch_cancel(cancel: CancelLike, state: _RunState, scope: anyio.CancelScope) -> None:
     await cancel.wait()
-    _abort(state, task_group)
+    _abort(state, scope)
 
 
 def _cpu_ms(state: _RunState, worker: WorkerHandle) -> float | None:

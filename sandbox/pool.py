@@ -28,6 +28,7 @@ from .calls import CooperativeCallTool
 from .errors import SandboxClosedError, SandboxStartError, SandboxUsageError
 from .host import DEFAULT_EXECUTOR, TemplateProcess, WorkerHandle
 from .limits import DEFAULT_LIMITS, SandboxLimits
+from .protocol import WAKE_FRAME
 from .results import ErrorKind, RunError, RunResult, RunStats
 from .session import SandboxSession
 
@@ -185,6 +186,26 @@ class Sandbox:
         """Wait until the warm supply is full (benchmarks use this to measure warm runs)."""
         while self._open and len(self._ready) < self._warm:
             await self._supplied.wait()
+
+    def prewake(self) -> None:
+        """Tell the warm worker the next run will take that a run is coming (cheap; never blocks).
+
+        A worker that has slept for a while sits on an idle CPU, and waking that CPU costs a few
+        hundred microseconds on a virtual machine. Called a little ahead of :meth:`run` (say, while the
+        caller still checks the call), the wake-up overlaps the caller's own work.
+        """
+        if not self._ready:
+            return
+        worker = self._ready[0]
+        try:
+            sent = worker.channel.send(WAKE_FRAME)
+        except OSError:
+            return  # (gone: the run's acquire finds out and takes another)
+        if sent != len(WAKE_FRAME):  # (never seen: a warm worker's channel is empty) framing is lost
+            self._ready.remove(worker)
+            self._need.set()
+            if not self._retire(worker):
+                worker.close_channel()
 
     async def _acquire(self) -> WorkerHandle:
         if not self._open:

@@ -15,9 +15,10 @@ Frames, worker to host: ``ready {layers}`` (isolation set up, waiting for ``run`
 args}`` (worker-issued id), ``log {text, truncated}`` (streamed as it happens, so output survives a
 kill) and ``done {has_value, value, cpu_ms}`` or ``done {error: {kind, message}, cpu_ms}`` (``cpu_ms``
 is the worker's own, advisory measurement of the run's CPU time). Host to worker: ``run
-{program, tool_names, limits}`` and ``reply {id, ok, value}`` or ``reply {id, ok: false, message,
-code}``. Wall-clock timeouts, CPU kills, cancellation and worker death are observed by the host, never
-carried as frames.
+{program, tool_names, limits}``, ``reply {id, ok, value}`` or ``reply {id, ok: false, message,
+code}``, and ``wake {}`` (a run is coming: the worker reads it and goes on waiting, which wakes its
+CPU ahead of the run). Wall-clock timeouts, CPU kills, cancellation and worker death are observed by
+the host, never carried as frames.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = (
     "HEADER",
     "LOG_TRUNCATION_MARKER",
     "MAX_VALUE_DEPTH",
+    "WAKE_FRAME",
     "WORKER_ERROR_KINDS",
     "CallFrame",
     "CancelFrame",
@@ -120,6 +122,10 @@ def encode_frame(frame: dict[str, Any], *, validate: bool = True) -> bytes:
     """
     body = dumps(frame, validate=validate).encode("utf-8", "surrogatepass")
     return HEADER.pack(len(body)) + body
+
+
+#: The host's ``wake`` frame, encoded once (see :meth:`sandbox.Sandbox.prewake`).
+WAKE_FRAME: Final = encode_frame({"type": "wake"})
 
 
 class FrameDecoder:

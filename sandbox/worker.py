@@ -267,7 +267,7 @@ async def _serve_runs(channel: _Channel, executor: ModuleType) -> None:
     while True:
         frame = await channel.receive()
         if frame.get("type") != "run":
-            continue
+            continue  # (``wake``: the host said a run is coming; reading it woke this CPU)
         limits = frame["limits"]
         persist = frame.get("persist") is True
         _isolate.set_run_limits(float(limits["cpu_seconds"]), int(limits["memory_bytes"]),

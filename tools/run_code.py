@@ -227,6 +227,8 @@ class PythonCodeRuntime:
         if self._stack is None:
             raise ToolError("the Python code runtime is not running: enter it with 'async with' before "
                             "the ToolRuntime that uses it, or with rt.enter_async_context(...)")
+        if not self.persistent_sessions:
+            self.sandbox.prewake()  # (the worker's CPU wakes while the lane and bindings are set up)
         names = [definition.name for definition in rt.code_visible(ctx.agent)]
         observer = self.on_log
 

@@ -295,6 +295,117 @@ while True:
         assert cancel.subscriptions == 1 and cancel.subscribed == 0
 
 
+@pytest.mark.parametrize("kind", ["awaitable", "callback", "broken-callback"])
+async def test_a_cancel_signal_aborts_a_run_that_makes_no_calls(sandbox: Sandbox, kind: str) -> None:
+    """A run that never calls a tool has no task group of its own; the signal still ends it."""
+    cancel = Cancel() if kind == "awaitable" else CallbackCancel(broken=kind == "broken-callback")
+
+    def fire(line: str) -> None:
+        if isinstance(cancel, CallbackCancel):
+            cancel.fire()
+        else:
+            cancel.event.set()
+
+    program = "import time\nprint('working')\nwhile True:\n    time.sleep(1)"
+    with anyio.fail_after(20):
+        result = await run(sandbox, program, cancel=cancel, on_log=fire)
+    assert result.error is not None and result.error.kind == "aborted"
+    assert result.logs == ("working",) and not pid_alive(result.stats.worker_pid or 0)
+    if isinstance(cancel, CallbackCancel):
+        assert cancel.subscribed == 0
+
+
+async def test_a_run_that_makes_no_calls_times_out_at_its_deadline(sandbox: Sandbox) -> None:
+    """The wall-clock deadline holds before any task group exists (a busy loop, no calls)."""
+    limits = SandboxLimits(wall_seconds=0.5, cpu_seconds=5.0)
+    with anyio.fail_after(20):
+        result = await run(sandbox, "while True:\n    pass", limits=limits)
+    assert result.error is not None and result.error.kind == "timeout"
+    assert not pid_alive(result.stats.worker_pid or 0)
+
+
+async def test_a_program_larger_than_the_socket_buffer_arrives_whole(sandbox: Sandbox) -> None:
+    """The run frame is sent at once where the socket takes it, and the rest within the deadline."""
+    size = 3 << 20  # several times a Unix socket's buffer
+    program = f"text = '{'x' * size}'\nreturn [len(text), text[:3]]"
+    with anyio.fail_after(30):
+        result = await run(sandbox, program, limits=SandboxLimits(wall_seconds=20.0, cpu_seconds=10.0))
+    assert result.error is None and result.value == [size, "xxx"]
+
+
+async def test_a_call_after_a_quiet_start_is_served(sandbox: Sandbox) -> None:
+    """Logs first, then calls: the run opens its task group at its first call and serves them all."""
+    program = ("print('a')\nprint('b')\nx = await tools.echo({'n': 1})\n"
+               "y = await tools.echo({'n': 2})\nreturn [x, y]")
+    with anyio.fail_after(20):
+        result = await run(sandbox, program)
+    assert result.error is None and result.logs == ("a", "b")
+    assert result.value == [{"tool": "echo", "args": {"n": n}} for n in (1, 2)]
+    assert result.stats.tool_calls == 2
+
+
+async def test_prewake_leaves_the_next_runs_unchanged(sandbox: Sandbox) -> None:
+    """``wake`` frames queued ahead of a run are read and ignored by the worker."""
+    await sandbox.wait_warm()
+    sandbox.prewake()
+    sandbox.prewake()
+    with anyio.fail_after(20):
+        first = await run(sandbox, "return 41 + 1")
+        second = await run(sandbox, "return await tools.echo({'k': 'v'})")
+    assert first.value == 42 and first.error is None
+    assert second.value == {"tool": "echo", "args": {"k": "v"}}
+
+
+async def test_prewake_without_a_warm_worker_does_nothing() -> None:
+    """Outside ``async with`` (or with no worker warm) there is nobody to wake, and no error."""
+    box = Sandbox(executor=STANDIN, warm=0)
+    box.prewake()
+    async with box:
+        box.prewake()
+        with anyio.fail_after(20):
+            result = await run(box, "return 'cold'")
+    assert result.value == "cold"
+
+
+async def test_prewake_of_a_dead_warm_worker_is_harmless(sandbox: Sandbox) -> None:
+    """A warm worker that died is not an error for ``prewake``; the next run takes another worker."""
+    await sandbox.wait_warm()
+    victim = sandbox._ready[0]  # (white box: the worker prewake writes to)
+    os.kill(victim.pid, signal.SIGKILL)
+    with anyio.fail_after(5):
+        await victim.exited.wait()  # (the template reported the death)
+    sandbox.prewake()
+    with anyio.fail_after(20):
+        result = await run(sandbox, "return 5")
+    assert result.value == 5 and result.stats.worker_pid != victim.pid
+
+
+class _ShortSend:
+    """A channel that takes one byte of whatever it is sent (framing would be lost)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def send(self, data: bytes) -> int:
+        return 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+async def test_a_partly_sent_wake_frame_retires_the_worker(sandbox: Sandbox) -> None:
+    """A worker whose channel took only part of the frame is never used for a run; it is killed."""
+    await sandbox.wait_warm()
+    victim = sandbox._ready[0]
+    victim.channel = _ShortSend(victim.channel)  # type: ignore[assignment]
+    sandbox.prewake()
+    assert victim not in sandbox._ready
+    with anyio.fail_after(10):
+        await victim.exited.wait()  # (the reaper killed it)
+        result = await run(sandbox, "return 6")
+    assert result.value == 6 and result.stats.worker_pid != victim.pid
+
+
 async def test_a_callback_signal_is_released_after_every_run(sandbox: Sandbox) -> None:
     """Runs that finish normally leave no callback behind on a long-lived signal."""
     cancel = CallbackCancel()

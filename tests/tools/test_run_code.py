@@ -321,6 +321,27 @@ async def test_persistent_sessions_keep_variables_per_agent() -> None:
         assert any(event.type == "code/session" for event in alice.events.events)
 
 
+async def test_each_run_wakes_its_worker_ahead_of_the_program(
+        code_runtime: PythonCodeRuntime, rt: ToolRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_code prewakes the warm worker before it sets up the run's lane and bindings."""
+    order: list[str] = []
+    prewake, start = code_runtime.sandbox.prewake, code_runtime.sandbox.run
+
+    def spy_prewake() -> None:
+        order.append("prewake")
+        prewake()
+
+    async def spy_run(*args: Any, **kwargs: Any) -> Any:
+        order.append("run")
+        return await start(*args, **kwargs)
+
+    monkeypatch.setattr(code_runtime.sandbox, "prewake", spy_prewake)
+    monkeypatch.setattr(code_runtime.sandbox, "run", spy_run)
+    for expected in (1, 2):
+        assert (await run(rt, f"return {expected}")).value["result"] == expected
+    assert order == ["prewake", "run", "prewake", "run"]
+
+
 def _register_hanging(rt: ToolRuntime, name: str, *, safe: bool = False) -> list[str]:
     """Register a tool that sleeps 30 s; returns the call ids whose bodies were cancelled."""
     cancelled: list[str] = []
