@@ -65,10 +65,11 @@ def _encode(frame: dict[str, Any]) -> bytes:
 class _Channel:
     """The worker's end of the protocol socket (fd 3): blocking-style sends, callback receives.
 
-    The socket is registered with the event loop once, for the worker's life: a readability callback
-    decodes what arrives, resolves the pending call a ``reply`` answers (through ``on_reply``, set by
-    the current run) and queues every other frame for :meth:`receive`. Registering per receive, or a
-    reader task, would cost more than the rest of a trivial call's round trip.
+    The socket is registered with the event loop once, for the worker's life: during a run a
+    readability callback decodes what arrives, resolves the pending call a ``reply`` answers (through
+    ``on_reply``, set by the current run) and queues every other frame for :meth:`receive`.
+    Registering per receive, or a reader task, would cost more than the rest of a trivial call's round
+    trip.
     """
 
     def __init__(self, sock: socket.socket) -> None:
@@ -78,8 +79,7 @@ class _Channel:
         self.on_reply: Callable[[dict[str, Any]], None] | None = None
         self._buffer = bytearray(_RECV_CHUNK)
         self._view = memoryview(self._buffer)
-        self._waiter: asyncio.Future[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._registered = False
 
     def send(self, frame: dict[str, Any]) -> None:
         self.send_bytes(_encode(frame))
@@ -114,21 +114,20 @@ class _Channel:
                     self.on_reply(frame)
             else:
                 self.frames.append(frame)
-        waiter = self._waiter
-        if self.frames and waiter is not None and not waiter.done():
-            waiter.set_result(None)
 
-    async def receive(self) -> dict[str, Any]:
-        """The next frame that is not a reply (replies go to ``on_reply`` as they arrive)."""
-        if self._loop is None:
-            self._loop = asyncio.get_running_loop()
-            self._loop.add_reader(self.sock.fileno(), self._on_readable)
+    def receive(self) -> dict[str, Any]:
+        """The next frame that is not a reply (replies go to ``on_reply`` as they arrive).
+
+        Called only between runs, when nothing else in this process has anything to do: so it waits
+        for the socket in ``select`` and decodes at once, instead of sleeping in the event loop and
+        paying for a callback, a future and a loop iteration on the way back to the caller.
+        """
+        if not self._registered:
+            asyncio.get_running_loop().add_reader(self.sock.fileno(), self._on_readable)
+            self._registered = True
         while not self.frames:
-            waiter = self._waiter = self._loop.create_future()
-            try:
-                await waiter
-            finally:
-                self._waiter = None
+            select.select([self.sock], [], [])
+            self._on_readable()
         return self.frames.popleft()
 
 
@@ -265,7 +264,7 @@ def _is_memory_error(message: str) -> bool:
 async def _serve_runs(channel: _Channel, executor: ModuleType) -> None:
     globals_: dict[str, Any] | None = None
     while True:
-        frame = await channel.receive()
+        frame = channel.receive()
         if frame.get("type") != "run":
             continue  # (``wake``: the host said a run is coming; reading it woke this CPU)
         limits = frame["limits"]
