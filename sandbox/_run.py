@@ -25,8 +25,9 @@ from .calls import CallAbandonment, CooperativeCallTool, CooperativeHandler
 from .errors import ToolCallFailure
 from .host import WorkerHandle
 from .limits import SandboxLimits
-from .lossless import JsonValue, LosslessJsonError, encoded_size, snapshot
+from .lossless import JsonValue, LosslessJsonError, dumps, encoded_size, snapshot
 from .protocol import (
+    HEADER,
     LOG_TRUNCATION_MARKER,
     MAX_VALUE_DEPTH,
     CallFrame,
@@ -434,6 +435,36 @@ def _classify_exit(worker: WorkerHandle, limits: SandboxLimits) -> tuple[ErrorKi
     return "worker-exit", f"the worker process exited with status {code} before finishing the run"
 
 
+def run_frame(program: str, tool_names: Sequence[str], persist: bool, limits: SandboxLimits) -> bytes:
+    """The encoded ``run`` frame: the same bytes as ``encode_frame`` of its dict, built for less.
+
+    Only the program and the tool names are encoded per run; the limits' part is encoded once per
+    limits object. (A run's first frame is on the critical path of every run, cold caches and all.)
+    """
+    body = (f'{{"type":"run","program":{dumps(program, validate=False)},'
+            f'"tool_names":{dumps(list(tool_names), validate=False)},'
+            f'"persist":{"true" if persist else "false"},"limits":{_limits_text(limits)}}}'
+            ).encode("utf-8", "surrogatepass")
+    return HEADER.pack(len(body)) + body
+
+
+#: Encoded limits by object (the object is kept, so its id is not reused while it is cached).
+_LIMITS_TEXT: dict[int, tuple[SandboxLimits, str]] = {}
+
+
+def _limits_text(limits: SandboxLimits) -> str:
+    cached = _LIMITS_TEXT.get(id(limits))
+    if cached is not None and cached[0] is limits:
+        return cached[1]
+    text = dumps({"cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_bytes,
+                  "log_bytes": limits.log_bytes, "result_bytes": limits.result_bytes,
+                  "frame_bytes": limits.frame_bytes}, validate=False)
+    if len(_LIMITS_TEXT) >= 64:
+        _LIMITS_TEXT.clear()
+    _LIMITS_TEXT[id(limits)] = (limits, text)
+    return text
+
+
 async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequence[str],
                       call_tool: CallTool, limits: SandboxLimits, cancel: CancelLike | None,
                       on_log: OnLog | None, persist: bool, started: float,
@@ -453,12 +484,7 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
     try:
         # The run frame goes out first, so the worker starts on the program while the host sets up its
         # side; only a frame too big for the socket buffer waits, within the deadline, for the rest.
-        rest = state.send_now(memoryview(encode_frame({
-            "type": "run", "program": program, "tool_names": list(tool_names), "persist": persist,
-            "limits": {"cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_bytes,
-                       "log_bytes": limits.log_bytes, "result_bytes": limits.result_bytes,
-                       "frame_bytes": limits.frame_bytes},
-        }, validate=False)))
+        rest = state.send_now(memoryview(run_frame(program, tool_names, persist, limits)))
         with anyio.CancelScope(deadline=anyio.current_time() + limits.wall_seconds) as scope:
             if rest:
                 await state.send_rest(rest)

@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sandbox import SandboxLimits
+from sandbox._run import run_frame
 from sandbox.protocol import (
     HEADER,
     MAX_VALUE_DEPTH,
@@ -165,3 +167,24 @@ def test_cancel_frames_are_rebuilt() -> None:
     from sandbox.protocol import CancelFrame, parse_worker_frame
 
     assert parse_worker_frame(b'{"type":"cancel","id":3,"evil":1}') == CancelFrame(id=3)
+
+
+_any_text = st.text(alphabet=st.characters(blacklist_categories=()), max_size=40)
+_limits = st.builds(SandboxLimits, cpu_seconds=st.floats(0.01, 1e6) | st.integers(1, 10**6),
+                    memory_bytes=st.integers(32 << 20, 1 << 40), log_bytes=st.integers(64, 1 << 30),
+                    result_bytes=st.integers(16, 1 << 20), frame_bytes=st.integers(1 << 21, 1 << 30))
+
+
+@given(program=_any_text, names=st.lists(_any_text, max_size=5), persist=st.booleans(), limits=_limits)
+@settings(max_examples=200)
+def test_the_run_frame_is_the_encoding_of_its_object(program: str, names: list[str], persist: bool,
+                                                      limits: SandboxLimits) -> None:
+    """The run frame, assembled from cached parts, is byte for byte ``encode_frame`` of its dict."""
+    expected = encode_frame({
+        "type": "run", "program": program, "tool_names": names, "persist": persist,
+        "limits": {"cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_bytes,
+                   "log_bytes": limits.log_bytes, "result_bytes": limits.result_bytes,
+                   "frame_bytes": limits.frame_bytes},
+    })
+    assert run_frame(program, tuple(names), persist, limits) == expected
+    assert run_frame(program, names, persist, limits) == expected  # (the limits' text is cached now)
