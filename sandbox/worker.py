@@ -62,6 +62,25 @@ def _encode(frame: dict[str, Any]) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
+@dataclass(frozen=True)
+class _Done:
+    """A run's ``done`` frame before its CPU time is known; a value is held already encoded.
+
+    The value's text is needed to check it against the result budget anyway, so the frame reuses it
+    instead of encoding the value a second time.
+    """
+
+    fields: dict[str, Any]
+    value_text: str | None = None
+
+    def encode(self, cpu_ms: float) -> bytes:
+        if self.value_text is None:
+            return _encode({**self.fields, "cpu_ms": cpu_ms})
+        body = (f'{{"type":"done","has_value":true,"value":{self.value_text},'
+                f'"cpu_ms":{dumps(cpu_ms, validate=False)}}}').encode("utf-8", "surrogatepass")
+        return HEADER.pack(len(body)) + body
+
+
 class _Channel:
     """The worker's end of the protocol socket (fd 3): blocking-style sends, callback receives.
 
@@ -225,19 +244,19 @@ class _Run:
             future.set_exception(ToolCallFailure(str(frame.get("message", "tool call failed")),
                                                  str(frame.get("code", "TOOL_FAILED"))))
 
-    def done_frame(self, outcome: Any) -> dict[str, Any]:
+    def done_frame(self, outcome: Any) -> _Done:
         kind = outcome.error_kind
         if kind is not None:
             message = str(outcome.error_message)
             if kind == "exception" and _is_memory_error(message):
                 kind = "memory-limit"
                 message = f"{message}\n(the program exceeded its memory budget: memory_bytes)"
-            return {"type": "done", "error": {"kind": kind, "message": message}}
+            return _error(kind, message)
         if not outcome.has_value:
-            return {"type": "done", "has_value": False}
+            return _Done({"type": "done", "has_value": False})
         return self._value_frame(outcome.value)
 
-    def _value_frame(self, value: object) -> dict[str, Any]:
+    def _value_frame(self, value: object) -> _Done:
         try:
             clean = snapshot(value, root="result")
         except LosslessJsonError as exc:
@@ -245,15 +264,16 @@ class _Run:
         if value_depth(clean) > MAX_VALUE_DEPTH - 2:
             return _error("invalid-output",
                           f"the program's result nests deeper than {MAX_VALUE_DEPTH - 2} levels")
-        size = len(dumps(clean, validate=False).encode("utf-8", "surrogatepass"))
+        text = dumps(clean, validate=False)
+        size = len(text.encode("utf-8", "surrogatepass"))
         if size > self.result_bytes:
             return _error("output-limit", f"the program's result is {size} bytes of JSON, over the "
                                           f"result budget of {self.result_bytes} bytes (result_bytes)")
-        return {"type": "done", "has_value": True, "value": clean}
+        return _Done({"type": "done", "has_value": True}, text)
 
 
-def _error(kind: str, message: str) -> dict[str, Any]:
-    return {"type": "done", "error": {"kind": kind, "message": message}}
+def _error(kind: str, message: str) -> _Done:
+    return _Done({"type": "done", "error": {"kind": kind, "message": message}})
 
 
 def _is_memory_error(message: str) -> bool:
@@ -278,14 +298,13 @@ async def _serve_runs(channel: _Channel, executor: ModuleType) -> None:
         cpu_before = usage.ru_utime + usage.ru_stime
         done = await _execute(run, executor, frame, globals_ if persist else None)
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        done["cpu_ms"] = round((usage.ru_utime + usage.ru_stime - cpu_before) * 1000.0, 3)
-        channel.send(done)
+        channel.send_bytes(done.encode(round((usage.ru_utime + usage.ru_stime - cpu_before) * 1000.0, 3)))
         if not persist:
             os._exit(0)
 
 
 async def _execute(run: _Run, executor: ModuleType, frame: dict[str, Any],
-                   globals_: dict[str, Any] | None) -> dict[str, Any]:
+                   globals_: dict[str, Any] | None) -> _Done:
     try:
         options = ({"module_scope": frame.get("persist") is True}
                    if _accepts(executor, "compile_program", "module_scope") else {})
@@ -381,7 +400,7 @@ async def _warm_up(executor: ModuleType) -> None:
     frame = loads(dumps(_WARM_UP))
     run = _Run(_NullChannel(), frame)
     done = await _execute(run, executor, frame, None)
-    run.channel.send(done)
+    run.channel.send_bytes(done.encode(0.0))
     resource.getrusage(resource.RUSAGE_SELF)
 
 
