@@ -67,8 +67,8 @@ class Sandbox:
         self._need = anyio.Event()
         self._supplied = anyio.Event()
         self._active = 0
-        self._quiet = anyio.Event()
-        self._quiet.set()
+        #: Set when the last run in flight ends; made by the refill only when it has to wait for that.
+        self._quiet: anyio.Event | None = None
         self._quiet_since = time.monotonic()
         self._sessions: set[SandboxSession] = set()
         self._cpu_watch = CpuWatch()
@@ -143,6 +143,8 @@ class Sandbox:
             while self._open and len(self._ready) + self._starting < self._warm:
                 if self._ready:
                     if self._active:
+                        if self._quiet is None:
+                            self._quiet = anyio.Event()
                         await self._quiet.wait()
                         continue
                     settle = self._quiet_since + _REFILL_SETTLE - time.monotonic()
@@ -251,7 +253,6 @@ class Sandbox:
         if cancel is not None and cancel.cancelled:
             return _failed("aborted", "the run was cancelled before it started", started)
         self._active += 1
-        self._quiet = anyio.Event()
         try:
             if session is not None:
                 return await session.run(program, tool_names=names, call_tool=call_tool, limits=limits,
@@ -272,7 +273,9 @@ class Sandbox:
             self._active -= 1
             if not self._active:
                 self._quiet_since = time.monotonic()
-                self._quiet.set()
+                quiet, self._quiet = self._quiet, None
+                if quiet is not None:
+                    quiet.set()
 
 
 def _check_arguments(program: object, tool_names: object, call_tool: object, limits: object,
