@@ -2,12 +2,14 @@
 
 Why each guard exists:
 
-* :func:`guarded_getattr` (``_getattr_`` and the program's ``getattr``) refuses ``_``-names, every
+* :func:`guarded_getattr` (``_getattr_`` and the program's ``getattr``) refuses ``_``-names (but
+  reads of :data:`READABLE_NAMES`, plain strings, and of the namedtuple API on namedtuples), every
   frame/code/generator/coroutine/async-generator/traceback internal, ``str.format``/``format_map`` (they
   walk attributes in C), ``string.Formatter`` field resolution, ``AttributeError.obj`` (it can hold the
   object behind a facade) and the asyncio internals that lead to the real event loop. The policy routes
   only names in :data:`GUARDED_ATTRIBUTES` / :data:`GUARDED_PREFIXES` through it; for every other literal
-  name it would be exactly ``getattr`` (see :mod:`sandbox.policy`).
+  name it would be exactly ``getattr`` (see :mod:`sandbox.policy`). A refused name reads as a missing
+  one to ``hasattr`` (False) and to ``getattr`` with a default (the default): nothing is revealed.
 * :func:`write_guard` (``_write_``) lets a program mutate only what it created: builtin containers and
   their subclasses' instances, a few stdlib value types that are always fresh (deques, decimal contexts,
   text wrappers) and instances of classes it defined, and those classes. Modules facades, host classes,
@@ -41,7 +43,9 @@ from RestrictedPython.transformer import INSPECT_ATTRIBUTES
 __all__ = (
     "GUARDED_ATTRIBUTES",
     "GUARDED_PREFIXES",
+    "NAMEDTUPLE_NAMES",
     "PROGRAM_MARKER",
+    "READABLE_NAMES",
     "WRITABLE_TYPES",
     "ClassFactory",
     "SafeType",
@@ -66,10 +70,16 @@ _FORMATTER_NAMES: Final = frozenset({"format", "get_field", "get_value", "vforma
 _COROUTINE_NAMES: Final = frozenset({"send", "throw"})
 _ASYNCIO_NAMES: Final = frozenset({"get_loop", "get_stack", "print_stack", "get_coro", "get_context"})
 
+#: ``_``-names a program may read on any object: they are plain strings (``type(err).__name__``).
+READABLE_NAMES: Final = frozenset({"__name__", "__qualname__"})
+#: The namedtuple API, ``_``-prefixed so as not to clash with field names: readable on namedtuple
+#: classes and instances only (checked at run time, so their loads go through ``_getattr_``).
+NAMEDTUPLE_NAMES: Final = frozenset({"_asdict", "_replace", "_make", "_fields", "_field_defaults"})
+
 #: Literal attribute names whose loads keep the ``_getattr_`` call (all other loads are native).
 GUARDED_ATTRIBUTES: Final[frozenset[str]] = (
     frozenset(INSPECT_ATTRIBUTES) | _FORMAT_NAMES | _FORMATTER_NAMES | _COROUTINE_NAMES | _ASYNCIO_NAMES
-    | {"obj"}
+    | NAMEDTUPLE_NAMES | {"obj"}
 )
 #: Attribute name prefixes of frame, code, generator, coroutine, async-generator and traceback internals.
 GUARDED_PREFIXES: Final = ("f_", "co_", "gi_", "cr_", "ag_", "tb_")
@@ -86,10 +96,17 @@ def _refuse(name: str, why: str) -> NoReturn:
     raise AttributeError(f'attribute "{name}" is not available in the sandbox: {why}')
 
 
-def _check_attribute(obj: object, name: object) -> str:
+def _is_namedtuple(obj: object) -> bool:
+    cls = obj if isinstance(obj, type) else type(obj)
+    return issubclass(cls, tuple) and type(getattr(cls, "_fields", None)) is tuple
+
+
+def _check_attribute(obj: object, name: object, *, read: bool = False) -> str:
     if type(name) is not str:
         raise TypeError("attribute name must be a str")
     if name.startswith("_"):
+        if read and (name in READABLE_NAMES or (name in NAMEDTUPLE_NAMES and _is_namedtuple(obj))):
+            return name
         _refuse(name, 'names starting with "_" are private')
     if name in INSPECT_ATTRIBUTES or (name.startswith(GUARDED_PREFIXES) and isinstance(obj, _INTERNAL_TYPES)):
         _refuse(name, "frame, code, generator, coroutine and traceback internals are off limits")
@@ -108,10 +125,17 @@ def _check_attribute(obj: object, name: object) -> str:
 
 
 def guarded_getattr(obj: object, name: str, default: Any = _MISSING) -> Any:
-    """``getattr`` for programs: refuses private and introspection names (see module docstring)."""
-    _check_attribute(obj, name)
+    """``getattr`` for programs: refuses private and introspection names (see module docstring).
+
+    With a default, a refused name gives the default, as a missing attribute does.
+    """
     if default is _MISSING:
+        _check_attribute(obj, name, read=True)
         return getattr(obj, name)
+    try:
+        _check_attribute(obj, name, read=True)
+    except AttributeError:
+        return default
     return getattr(obj, name, default)
 
 
@@ -123,8 +147,11 @@ def guarded_super_init(proxy: object) -> Any:
 
 
 def guarded_hasattr(obj: object, name: str) -> bool:
-    """``hasattr`` for programs: refused names raise like :func:`guarded_getattr` does."""
-    _check_attribute(obj, name)
+    """``hasattr`` for programs: False for a refused name, as for a missing one (a non-str name raises)."""
+    try:
+        _check_attribute(obj, name, read=True)
+    except AttributeError:
+        return False
     return hasattr(obj, name)
 
 

@@ -47,7 +47,7 @@ from typing import Any, TypeVar, cast
 
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
-from .guards import GUARDED_ATTRIBUTES, GUARDED_PREFIXES
+from .guards import GUARDED_ATTRIBUTES, GUARDED_PREFIXES, NAMEDTUPLE_NAMES, READABLE_NAMES
 
 __all__ = (
     "ENTRY_NAME",
@@ -401,8 +401,16 @@ class ProgramPolicy(RestrictingNodeTransformer):
             inner = cast(ast.expr, self.visit(value))
             hook = ast.Call(func=ast.Name(SUPER_INIT_NAME, ast.Load()), args=[inner], keywords=[])
             return ast.fix_missing_locations(ast.copy_location(hook, node))
+        if isinstance(node.ctx, ast.Load) and node.attr in NAMEDTUPLE_NAMES:
+            # (RestrictedPython refuses every _-name; these are checked at run time instead)
+            inner = cast(ast.expr, self.visit(value))
+            guarded = ast.Call(func=ast.Name("_getattr_", ast.Load()),
+                               args=[inner, ast.Constant(node.attr)], keywords=[])
+            return ast.fix_missing_locations(ast.copy_location(guarded, node))
         if isinstance(node.ctx, ast.Load) and not needs_guarded_getattr(node.attr):
             attr = node.attr
+            if attr in READABLE_NAMES:
+                return self.node_contents_visit(node)
             if attr.startswith("_") and attr != "_":
                 self.error(node, f'"{attr}" is an invalid attribute name because it starts with "_".')
             elif attr.endswith("__roles__"):

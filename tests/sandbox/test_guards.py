@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from sandbox.facades import FACADES, guarded_import
 from sandbox.guards import (
+    READABLE_NAMES,
     WRITABLE_TYPES,
     ClassFactory,
     SafeType,
@@ -53,11 +54,53 @@ def program_class() -> type:
     (AttributeError("x"), "obj"),
 ])
 def test_getattr_refuses_private_and_introspection_names(obj: object, name: str) -> None:
-    """It raises AttributeError for _-names, frame/generator internals, formatting and error holders."""
+    """It raises AttributeError for _-names, frame/generator internals, formatting and error holders.
+
+    ``hasattr`` and ``getattr`` with a default read a refused name as a missing one, revealing nothing.
+    """
     with pytest.raises(AttributeError, match="not available in the sandbox"):
         guarded_getattr(obj, name)
-    with pytest.raises(AttributeError):
-        guarded_hasattr(obj, name)
+    assert guarded_hasattr(obj, name) is False
+    sentinel = object()
+    assert guarded_getattr(obj, name, sentinel) is sentinel
+
+
+def test_hasattr_still_requires_a_str() -> None:
+    """A name that is not an exact str is a TypeError for hasattr too, as in CPython."""
+    with pytest.raises(TypeError):
+        guarded_hasattr((), 3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("obj", "expected"), [
+    (ValueError, "ValueError"), (len, "len"), (collections.OrderedDict, "OrderedDict"),
+])
+def test_names_and_qualified_names_are_readable(obj: object, expected: str) -> None:
+    """``__name__`` and ``__qualname__`` are plain strings: readable, never writable."""
+    assert guarded_getattr(obj, "__name__") == expected
+    assert guarded_getattr(obj, "__qualname__").endswith(expected)
+    assert guarded_hasattr(obj, "__name__") is True
+    with pytest.raises(AttributeError, match="private"):
+        guarded_setattr(obj, "__name__", "other")
+    with pytest.raises(AttributeError, match="private"):
+        guarded_delattr(obj, "__qualname__")
+
+
+def test_the_namedtuple_api_is_readable_on_namedtuples_only(program_class: type) -> None:
+    """``_asdict``, ``_replace``, ``_make``, ``_fields`` and ``_field_defaults`` of namedtuples work."""
+    point = collections.namedtuple("point", ["x", "y"], defaults=[0])
+    p = point(1, 2)
+    assert guarded_getattr(p, "_asdict")() == {"x": 1, "y": 2}
+    assert guarded_getattr(p, "_replace")(y=5) == (1, 5)
+    assert guarded_getattr(point, "_make")([3, 4]) == (3, 4)
+    assert guarded_getattr(point, "_fields") == ("x", "y")
+    assert guarded_getattr(p, "_field_defaults") == {"y": 0}
+    for other in ((1, 2), program_class, (), "text", types.SimpleNamespace(_fields=("x",))):
+        with pytest.raises(AttributeError, match="private"):
+            guarded_getattr(other, "_fields")
+    with pytest.raises(AttributeError, match="private"):
+        guarded_setattr(point, "_fields", ("z",))
+    with pytest.raises(AttributeError, match="private"):
+        guarded_getattr(p, "_source")  # (only the listed names)
 
 
 @pytest.mark.anyio
@@ -91,10 +134,10 @@ def test_getattr_requires_an_exact_str() -> None:
         guarded_getattr((), Lying("__class__"))
 
 
-@given(st.text(min_size=1).map(lambda s: "_" + s))
+@given(st.text(min_size=1).map(lambda s: "_" + s).filter(lambda name: name not in READABLE_NAMES))
 def test_every_underscore_name_is_refused(name: str) -> None:
-    """It refuses every _-prefixed name, whatever follows."""
-    with pytest.raises(AttributeError):
+    """It refuses every _-prefixed name but the readable strings, whatever follows."""
+    with pytest.raises(AttributeError, match="not available in the sandbox"):
         guarded_getattr(object(), name)
 
 

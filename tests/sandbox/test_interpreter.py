@@ -423,3 +423,23 @@ async def test_random_programs_end_in_documented_kinds(statements: list[str]) ->
     with anyio.fail_after(5):
         outcome = await run_program(compiled, tool_names=("search",), call_tool=Host(), log=lambda s: None)
     assert outcome.error_kind is None or outcome.error_kind in ERROR_KINDS
+
+
+@pytest.mark.anyio
+async def test_common_introspection_idioms_work() -> None:
+    """``type(err).__name__``, the namedtuple API and probing with hasattr/getattr behave as in CPython."""
+    outcome = await run("""
+        try:
+            int("x")
+        except ValueError as err:
+            message = f"{type(err).__name__}: {err}"
+        import collections
+        Pair = collections.namedtuple("Pair", "a b")
+        pair = Pair(1, 2)
+        return [message, pair._asdict(), list(pair._replace(a=9)), list(Pair._fields),
+                list(Pair._make([3, 4])), hasattr(pair, "_secret"), getattr(pair, "__dict__", "none"),
+                Pair.__qualname__]
+    """)
+    assert outcome.error_kind is None, outcome.error_message
+    assert outcome.value == ["ValueError: invalid literal for int() with base 10: 'x'", {"a": 1, "b": 2},
+                             [9, 2], ["a", "b"], [3, 4], False, "none", "Pair"]

@@ -107,6 +107,10 @@ def test_sandbox_names_may_be_parameters() -> None:
     ("fut.get_loop()", True),
     ("row.f_name", True),
     ("row.first", False),
+    ("type(e).__name__", False),
+    ("f.__qualname__", False),
+    ("p._asdict()", True),
+    ("P._fields", True),
 ])
 def test_only_guarded_attribute_loads_call_the_hook(source: str, guarded: bool) -> None:
     """It leaves attribute loads native unless the name is in the guarded set."""
@@ -164,6 +168,15 @@ def test_a_few_special_methods_may_be_defined_in_classes(name: str) -> None:
 def test_other_special_methods_stay_rejected(name: str) -> None:
     """It rejects special methods that host code could call implicitly."""
     assert _policy_errors(f"class C:\n    def {name}(self):\n        return 1\n")
+
+
+@pytest.mark.parametrize("source", [
+    "x.__name__ = 'y'", "del x.__qualname__", "x._fields = ()", "del p._asdict", "p._asdict += 1",
+    "class T(tuple):\n    _fields = ('a',)\n", "x.__class__", "x._source", "x.__dict__",
+])
+def test_readable_private_names_stay_read_only(source: str) -> None:
+    """Only loads of __name__, __qualname__ and the namedtuple API pass; stores and others do not."""
+    assert _policy_errors(source)
 
 
 def test_super_init_is_the_only_private_attribute_load() -> None:

@@ -111,6 +111,10 @@ def test_valid_frames_are_rebuilt_without_extra_fields(obj: Any, expected: objec
         (b"[1, 2]", "must be a JSON object"),
         (b'{"type": "hello"}', "unknown frame type"),
         (b'{"type": 5}', "unknown frame type"),
+        # (host-to-worker frames are not worker frames: a worker echoing them is refused)
+        (b'{"type": "wake"}', "unknown frame type"),
+        (b'{"type": "run", "program": "return 1", "tool_names": [], "limits": {}}', "unknown frame type"),
+        (b'{"type": "reply", "id": 1, "ok": true, "value": 1}', "unknown frame type"),
         (b'{"type": "log"}', "string 'text'"),
         (b'{"type": "log", "text": "x", "truncated": 1}', "boolean"),
         (b'{"type": "call", "id": true, "name": "x", "args": 1}', "integer 'id'"),

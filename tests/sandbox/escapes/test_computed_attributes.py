@@ -86,10 +86,36 @@ ATTACKS = [
         g = getattr(lambda: 0, Name("__globals__"))
         return g["__builtins__"]["open"](SECRET_PATH).read()
     """),
+    # (hasattr and getattr-with-default read a refused name as a missing one; the plain read raises)
     Attack("hasattr-then-getattr", """
         f = lambda: 0
-        if hasattr(f, "__globals__"):
-            return getattr(f, "__globals__")["__builtins__"]["open"](SECRET_PATH).read()
+        g = getattr(f, "__globals__", None)
+        if g is None and not hasattr(f, "__globals__"):
+            g = getattr(f, "__globals__")
+        return g["__builtins__"]["open"](SECRET_PATH).read()
+    """),
+    Attack("getattr-default-probe", """
+        f = lambda: 0
+        g = getattr(f, "__globals__", {"__builtins__": {}})
+        return g["__builtins__"]["open"](SECRET_PATH).read()
+    """),
+    # (__name__ and __qualname__ are readable strings; they lead nowhere else)
+    Attack("name-then-class", """
+        e = ValueError("x")
+        assert type(e).__name__ == "ValueError" and type(e).__qualname__ == "ValueError"
+        root = e.__class__.__mro__[-1]
+        loader = [c for c in root.__subclasses__() if c.__name__ == "FileLoader"][0]
+        return loader.get_data(None, SECRET_PATH).decode()
+    """),
+    Attack("name-of-a-function-to-globals", """
+        f = lambda: 0
+        names = [f.__name__, f.__qualname__, getattr(f, "__name__")]
+        return getattr(f, "__glob" + "als__")["__builtins__"]["open"](SECRET_PATH).read()
+    """),
+    Attack("namedtuple-api-to-globals", """
+        import collections
+        P = collections.namedtuple("P", ["a"])
+        return P._make.__func__.__globals__["__builtins__"]["open"](SECRET_PATH).read()
     """),
     Attack("type-dict", """
         g = type(lambda: 0).__dict__["__globals__"].__get__(lambda: 0)
