@@ -5,94 +5,93 @@ process and returns a ``RunResult``; ``SandboxLimits`` are its budgets; ``Sandbo
 worker and its globals between runs. Inside the worker the language half (``compile_program``,
 ``run_program``) executes the program. This package imports nothing from ``runtime``, ``sdk`` or
 ``tools``.
+
+The names are imported on first use (PEP 562): the template process, which runs
+``python -c "from sandbox._template import main"``, then loads only what a worker needs (the
+interpreter, the protocol, the isolation layers), not the host's side (anyio, the pydantic limits).
 """
 
 from __future__ import annotations
 
-from .calls import (
-    CallAbandonment as CallAbandonment,
-)
-from .calls import (
-    CooperativeCallTool as CooperativeCallTool,
-)
-from .errors import (
-    SandboxClosedError as SandboxClosedError,
-)
-from .errors import (
-    SandboxError as SandboxError,
-)
-from .errors import (
-    SandboxStartError as SandboxStartError,
-)
-from .errors import (
-    SandboxUsageError as SandboxUsageError,
-)
-from .errors import (
-    SessionClosedError as SessionClosedError,
-)
-from .errors import (
-    ToolCallFailure as ToolCallFailure,
-)
-from .interpreter import (
-    CompiledProgram as CompiledProgram,
-)
-from .interpreter import (
-    ProgramCompileError as ProgramCompileError,
-)
-from .interpreter import (
-    ProgramOutcome as ProgramOutcome,
-)
-from .interpreter import (
-    ProgramPolicyError as ProgramPolicyError,
-)
-from .interpreter import (
-    ProgramSyntaxError as ProgramSyntaxError,
-)
-from .interpreter import (
-    ToolCallError as ToolCallError,
-)
-from .interpreter import (
-    compile_program as compile_program,
-)
-from .interpreter import (
-    run_program as run_program,
-)
-from .limits import (
-    DEFAULT_LIMITS as DEFAULT_LIMITS,
-)
-from .limits import (
-    SandboxLimits as SandboxLimits,
-)
-from .lossless import (
-    FrozenDict as FrozenDict,
-)
-from .lossless import (
-    FrozenList as FrozenList,
-)
-from .lossless import (
-    JsonValue as JsonValue,
-)
-from .lossless import (
-    LosslessJsonError as LosslessJsonError,
-)
-from .pool import (
-    Sandbox as Sandbox,
-)
-from .results import (
-    ERROR_KINDS as ERROR_KINDS,
-)
-from .results import (
-    RunError as RunError,
-)
-from .results import (
-    RunResult as RunResult,
-)
-from .results import (
-    RunStats as RunStats,
-)
-from .session import (
-    SandboxSession as SandboxSession,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .calls import CallAbandonment as CallAbandonment
+    from .calls import CooperativeCallTool as CooperativeCallTool
+    from .errors import SandboxClosedError as SandboxClosedError
+    from .errors import SandboxError as SandboxError
+    from .errors import SandboxStartError as SandboxStartError
+    from .errors import SandboxUsageError as SandboxUsageError
+    from .errors import SessionClosedError as SessionClosedError
+    from .errors import ToolCallFailure as ToolCallFailure
+    from .interpreter import CompiledProgram as CompiledProgram
+    from .interpreter import ProgramCompileError as ProgramCompileError
+    from .interpreter import ProgramOutcome as ProgramOutcome
+    from .interpreter import ProgramPolicyError as ProgramPolicyError
+    from .interpreter import ProgramSyntaxError as ProgramSyntaxError
+    from .interpreter import ToolCallError as ToolCallError
+    from .interpreter import compile_program as compile_program
+    from .interpreter import run_program as run_program
+    from .limits import DEFAULT_LIMITS as DEFAULT_LIMITS
+    from .limits import SandboxLimits as SandboxLimits
+    from .lossless import FrozenDict as FrozenDict
+    from .lossless import FrozenList as FrozenList
+    from .lossless import JsonValue as JsonValue
+    from .lossless import LosslessJsonError as LosslessJsonError
+    from .pool import Sandbox as Sandbox
+    from .results import ERROR_KINDS as ERROR_KINDS
+    from .results import RunError as RunError
+    from .results import RunResult as RunResult
+    from .results import RunStats as RunStats
+    from .session import SandboxSession as SandboxSession
+
+#: Where each public name lives.
+_HOMES: dict[str, str] = {
+    "CallAbandonment": "calls",
+    "CooperativeCallTool": "calls",
+    "SandboxClosedError": "errors",
+    "SandboxError": "errors",
+    "SandboxStartError": "errors",
+    "SandboxUsageError": "errors",
+    "SessionClosedError": "errors",
+    "ToolCallFailure": "errors",
+    "CompiledProgram": "interpreter",
+    "ProgramCompileError": "interpreter",
+    "ProgramOutcome": "interpreter",
+    "ProgramPolicyError": "interpreter",
+    "ProgramSyntaxError": "interpreter",
+    "ToolCallError": "interpreter",
+    "compile_program": "interpreter",
+    "run_program": "interpreter",
+    "DEFAULT_LIMITS": "limits",
+    "SandboxLimits": "limits",
+    "FrozenDict": "lossless",
+    "FrozenList": "lossless",
+    "JsonValue": "lossless",
+    "LosslessJsonError": "lossless",
+    "Sandbox": "pool",
+    "ERROR_KINDS": "results",
+    "RunError": "results",
+    "RunResult": "results",
+    "RunStats": "results",
+    "SandboxSession": "session",
+}
+
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value  # (later lookups do not come back here)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_api.py)
     "CallAbandonment",
