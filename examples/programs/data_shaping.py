@@ -2,8 +2,9 @@
 import collections
 import json
 import statistics
+from typing import Any
 
-orders = [
+orders: list[dict[str, Any]] = [
     {"customer": "ada", "item": "keyboard", "price": 49.5},
     {"customer": "bob", "item": "mouse", "price": 19.0},
     {"customer": "ada", "item": "monitor", "price": 189.0},
@@ -18,4 +19,4 @@ popular = collections.Counter(order["item"] for order in orders).most_common(1)[
 print(json.dumps(totals, sort_keys=True))
 print("most popular:", popular[0], "x", popular[1])
 print("median price:", statistics.median(order["price"] for order in orders))
-return {"totals": totals, "top_customer": max(totals, key=totals.get)}
+return {"totals": totals, "top_customer": max(totals, key=lambda name: totals[name])}

@@ -1,6 +1,10 @@
 # A failed call raises ToolCallError; branch on its machine-readable code and carry on.
+from typing import Any
+
+calls: list[tuple[Any, dict[str, Any]]] = [
+    ("fail", {"message": "disk full"}), ("add", {"a": 1}), ("echo", {"text": "still here"})]
 outcomes = []
-for name, args in [("fail", {"message": "disk full"}), ("add", {"a": 1}), ("echo", {"text": "still here"})]:
+for name, args in calls:
     try:
         result = await tools[name](args)
         outcomes.append(f"{name}: ok {result}")

@@ -86,6 +86,27 @@ def test_every_example_has_an_expected_output() -> None:
     assert sorted(EXPECTED) == sorted(path.stem for path in (EXAMPLES / "programs").glob("*.py"))
 
 
+@pytest.fixture(scope="module")
+def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("mypy-cache")
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_example_program_passes_the_type_check(name: str, workspace: Path, mypy_cache: Path) -> None:
+    """Every shipped example type-checks clean against the stubs of the tools it is run with.
+
+    (``codemode check`` is what an author runs before a program goes out; an example it flags would
+    teach the wrong thing.)
+    """
+    from sdk import check_program
+    from tools.run_code import signature_of
+
+    program = (EXAMPLES / "programs" / f"{name}.py").read_text(encoding="utf-8")
+    signatures = [signature_of(definition) for definition in default_toolset(workspace)]
+    found = check_program(program, signatures, cache_dir=mypy_cache)
+    assert [item for item in found if item.severity == "error"] == []
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 async def test_example_program_output(runtime: ToolRuntime, name: str) -> None:
