@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .calls import CooperativeCallTool as CooperativeCallTool
     from .errors import SandboxClosedError as SandboxClosedError
     from .errors import SandboxError as SandboxError
+    from .errors import SandboxLimitsError as SandboxLimitsError
     from .errors import SandboxStartError as SandboxStartError
     from .errors import SandboxUsageError as SandboxUsageError
     from .errors import SessionClosedError as SessionClosedError
@@ -52,6 +53,7 @@ _HOMES: dict[str, str] = {
     "CooperativeCallTool": "calls",
     "SandboxClosedError": "errors",
     "SandboxError": "errors",
+    "SandboxLimitsError": "errors",
     "SandboxStartError": "errors",
     "SandboxUsageError": "errors",
     "SessionClosedError": "errors",
@@ -114,6 +116,7 @@ __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_ap
     "SandboxClosedError",
     "SandboxError",
     "SandboxLimits",
+    "SandboxLimitsError",
     "SandboxSession",
     "SandboxStartError",
     "SandboxUsageError",

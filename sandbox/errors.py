@@ -8,6 +8,7 @@ Tree::
 
     SandboxError                 root of everything the sandbox raises on purpose
     ├── SandboxUsageError        SANDBOX_USAGE        (bad arguments: tool names, limits, callbacks)
+    │   └── SandboxLimitsError   SANDBOX_LIMITS       (a meaningless budget; also a ValueError)
     ├── SandboxClosedError       SANDBOX_CLOSED       (run or session on a sandbox that is not open)
     ├── SessionClosedError       SESSION_CLOSED       (run with a session that was closed)
     └── SandboxStartError        SANDBOX_START_FAILED (the template process could not be started)
@@ -23,6 +24,7 @@ from typing import ClassVar
 __all__ = (
     "SandboxClosedError",
     "SandboxError",
+    "SandboxLimitsError",
     "SandboxStartError",
     "SandboxUsageError",
     "SessionClosedError",
@@ -44,6 +46,15 @@ class SandboxUsageError(SandboxError):
     """The integrator passed something the sandbox cannot use (the message says which argument)."""
 
     code: ClassVar[str] = "SANDBOX_USAGE"
+
+
+class SandboxLimitsError(SandboxUsageError, ValueError):
+    """A budget is missing its meaning: zero, negative, NaN, infinite, mistyped or unknown.
+
+    The message names the field. It is also a ``ValueError``, as any bad argument value is in Python.
+    """
+
+    code: ClassVar[str] = "SANDBOX_LIMITS"
 
 
 class SandboxClosedError(SandboxError):

@@ -43,8 +43,9 @@ _READY_FRAME_BYTES: Final = 1 << 16
 _CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
 
 #: The template's entry point. It registers ``sandbox`` as a bare namespace for its submodules
-#: instead of running the package ``__init__``, which would import the host-side API (anyio,
-#: pydantic, the pool): the template - and so every worker - holds only the modules a worker runs.
+#: instead of running the package ``__init__`` (which imports lazily, but the bare namespace makes the
+#: template independent of that): the template - and so every worker - holds only the modules a
+#: worker runs, never the host-side API (anyio, the pool).
 _BOOTSTRAP: Final = """\
 import importlib.util, json, sys, types
 sys.path[:] = json.loads(sys.argv[3])

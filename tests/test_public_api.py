@@ -27,7 +27,7 @@ assert "pydantic" not in sys.modules and "RestrictedPython" not in sys.modules, 
 assert "sandbox.pool" not in sys.modules and "sandbox.interpreter" not in sys.modules, "eager sandbox"
 import runtime
 assert "RestrictedPython" not in sys.modules, "runtime pulled in the interpreter"
-assert "pydantic" not in sys.modules, "runtime pulled in the sandbox's limits"
+assert "pydantic" not in sys.modules, "runtime pulled in pydantic"
 assert sandbox.Sandbox.__module__ == "sandbox.pool" and "sandbox.pool" in sys.modules
 assert sorted(set(dir(sandbox)) & set(sandbox.__all__)) == sorted(sandbox.__all__)
 namespace = {}

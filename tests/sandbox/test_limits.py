@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+import subprocess
+import sys
 from typing import Any
 
-import pydantic
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sandbox import DEFAULT_LIMITS, SandboxLimits
+from sandbox import DEFAULT_LIMITS, SandboxLimits, SandboxLimitsError, SandboxUsageError
 from sandbox.limits import MIB
 
 
@@ -35,13 +38,15 @@ def test_defaults_are_the_documented_budgets() -> None:
 )
 def test_meaningless_budgets_are_rejected(field: str, value: Any) -> None:
     """It refuses zero, negative, NaN, infinite, mistyped and unknown budgets with a named error."""
-    with pytest.raises(pydantic.ValidationError, match=field):
+    with pytest.raises(SandboxLimitsError, match=field) as caught:
         SandboxLimits(**{field: value})
+    assert isinstance(caught.value, SandboxUsageError) and isinstance(caught.value, ValueError)
+    assert caught.value.code == "SANDBOX_LIMITS"
 
 
 def test_frames_must_be_able_to_carry_a_result_within_budget() -> None:
     """It refuses a frame budget too small for a result that fits the result budget."""
-    with pytest.raises(pydantic.ValidationError, match="frame_bytes"):
+    with pytest.raises(SandboxLimitsError, match="frame_bytes"):
         SandboxLimits(result_bytes=8 * MIB, frame_bytes=8 * MIB)
     assert SandboxLimits(result_bytes=8 * MIB, frame_bytes=9 * MIB).frame_bytes == 9 * MIB
 
@@ -49,12 +54,16 @@ def test_frames_must_be_able_to_carry_a_result_within_budget() -> None:
 def test_limits_are_frozen_and_replace_validates() -> None:
     """It cannot be mutated; replace() builds a validated copy."""
     limits = SandboxLimits()
-    with pytest.raises(pydantic.ValidationError):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         limits.wall_seconds = 1.0  # type: ignore[misc]
     shorter = limits.replace(wall_seconds=2)
-    assert shorter.wall_seconds == 2.0 and shorter.cpu_seconds == limits.cpu_seconds
-    with pytest.raises(pydantic.ValidationError):
+    assert shorter.wall_seconds == 2.0 and type(shorter.wall_seconds) is float
+    assert shorter.cpu_seconds == limits.cpu_seconds
+    with pytest.raises(SandboxLimitsError):
         limits.replace(cpu_seconds=-1)
+    with pytest.raises(SandboxLimitsError, match="unknown budget"):
+        limits.replace(wall=1)
+    assert {limits, SandboxLimits()} == {DEFAULT_LIMITS}  # (hashable, compared by value)
 
 
 @given(
@@ -65,4 +74,11 @@ def test_every_positive_finite_budget_is_accepted_and_round_trips(
         wall: float, cpu: float, memory: int, calls: int) -> None:
     """It accepts any positive finite budget and survives a JSON round trip unchanged."""
     limits = SandboxLimits(wall_seconds=wall, cpu_seconds=cpu, memory_bytes=memory, max_tool_calls=calls)
-    assert SandboxLimits.model_validate_json(limits.model_dump_json()) == limits
+    assert SandboxLimits(**json.loads(json.dumps(limits.as_dict()))) == limits
+
+
+def test_importing_the_limits_needs_no_pydantic() -> None:
+    """The limits are plain Python: a host process pays nothing at start for validation machinery."""
+    probe = "import sys, sandbox.limits; print('pydantic' in sys.modules)"
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "False"
