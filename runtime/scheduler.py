@@ -26,9 +26,9 @@ exclusive barrier. The default stays conservative: undeclared means exclusive.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 import anyio.abc
@@ -56,6 +56,9 @@ __all__ = (
     "open_sub_lane",
     "parse_arguments",
 )
+
+#: Stands in for the lane's shield when the caller's abandonment says it shields the call already.
+_ALREADY_SHIELDED: Final = nullcontext()
 
 #: The ``run_code`` run reason used when a run settles normally (spec 7.2 step 3).
 RUN_SETTLED = "run_code settled"
@@ -230,7 +233,11 @@ async def execute_tool_calls(rt: ToolRuntime, calls: Sequence[ToolCallRequest], 
 
 
 class Abandonable(Protocol):
-    """Tells when a program stopped waiting for a call (``sandbox.CallAbandonment`` is one)."""
+    """Tells when a program stopped waiting for a call (``sandbox.CallAbandonment`` is one).
+
+    One that also has ``shielded = True`` says its maker already runs the call in a shielded scope;
+    the lane then enters none of its own (one cancel scope less per child call).
+    """
 
     def on_abandon(self, callback: Callable[[str], object]) -> Callable[[], object]: ...
 
@@ -417,8 +424,9 @@ class SubLane:
     async def _settle(self, job: _ChildJob, abandoned: Abandonable) -> ToolResult:
         """Await ``job`` to its commit, driving it here when the lane is idle (see :meth:`submit`)."""
         dispose = abandoned.on_abandon(job.abandoned_by_program)
+        shielded = getattr(abandoned, "shielded", False) is True
         try:
-            with anyio.CancelScope(shield=True):
+            with _ALREADY_SHIELDED if shielded else anyio.CancelScope(shield=True):
                 if self._lane.idle():
                     await self._lane.run_inline(job)
                     if not job.done.is_set():  # a stage failed: the lane stopped (open_sub_lane raises)

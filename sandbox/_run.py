@@ -266,7 +266,7 @@ class _RunState:
 
     async def _serve_cooperatively(self, frame: CallFrame, handler: CooperativeHandler) -> None:
         """Serve one call shielded; the program abandoning it (or the run ending) fires its abandonment."""
-        abandonment = CallAbandonment()
+        abandonment = CallAbandonment(shielded=True)  # (see the shielded scope below)
         self.abandonments[frame.id] = abandonment
 
         async def call(name: str, args: JsonValue) -> JsonValue:

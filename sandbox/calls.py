@@ -27,11 +27,21 @@ def _noop() -> None:
 class CallAbandonment:
     """Fires once, with a reason, when the program no longer waits for one call (or the run ended)."""
 
-    __slots__ = ("_callbacks", "_reason")
+    __slots__ = ("_callbacks", "_reason", "_shielded")
 
-    def __init__(self) -> None:
+    def __init__(self, *, shielded: bool = False) -> None:
         self._reason: str | None = None
         self._callbacks: list[Callable[[str], object]] | None = None
+        self._shielded = shielded
+
+    @property
+    def shielded(self) -> bool:
+        """Whether whoever made this abandonment runs the call in a shielded scope already.
+
+        The sandbox makes its abandonments so (it serves a cooperative handler shielded), which tells
+        a consumer such as ``runtime``'s sub-lane that it need not enter a shielded scope of its own.
+        """
+        return self._shielded
 
     @property
     def abandoned(self) -> bool:

@@ -836,16 +836,21 @@ def test_parse_arguments_round_trips_json_objects(value: dict[str, Any]) -> None
 # the run_code child lane
 
 
-@pytest.fixture(params=[False, True], ids=["plain", "cooperative"])
-def cooperative(request: pytest.FixtureRequest) -> bool:
-    """Submit child calls plainly, or cooperatively (with a ``CallAbandonment``, as ``run_code`` does)."""
-    return bool(request.param)
+@pytest.fixture(params=["plain", "cooperative", "shielded"])
+def cooperative(request: pytest.FixtureRequest) -> str:
+    """Submit child calls plainly, cooperatively (with a ``CallAbandonment``), or cooperatively from a
+    shielded scope with an abandonment that says so, as the sandbox serves ``run_code``'s calls."""
+    return str(request.param)
 
 
-def _submit(lane: Any, cooperative: bool) -> Callable[..., Awaitable[ToolResult]]:
+def _submit(lane: Any, cooperative: str) -> Callable[..., Awaitable[ToolResult]]:
     async def submit(name: str, args: Any) -> ToolResult:
-        if cooperative:
+        if cooperative == "cooperative":
             return await lane.submit(name, args, abandoned=CallAbandonment())  # type: ignore[no-any-return]
+        if cooperative == "shielded":
+            with anyio.CancelScope(shield=True):
+                return await lane.submit(  # type: ignore[no-any-return]
+                    name, args, abandoned=CallAbandonment(shielded=True))
         return await lane.submit(name, args)  # type: ignore[no-any-return]
 
     return submit
@@ -853,7 +858,7 @@ def _submit(lane: Any, cooperative: bool) -> Callable[..., Awaitable[ToolResult]
 
 @pytest.mark.anyio
 async def test_sub_lane_numbers_children_and_delivers_in_submission_order(
-        cooperative: bool, rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
+        cooperative: str, rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
     """It numbers child calls ``<outer>:code:<n>``, overlaps safe ones and delivers in submission order."""
     rt.register(_tool(probe, "sleep"))
     _hook_order(rt, probe)
@@ -884,7 +889,7 @@ async def test_sub_lane_numbers_children_and_delivers_in_submission_order(
 
 @pytest.mark.anyio
 async def test_sub_lane_children_carry_the_outer_identity(
-        cooperative: bool, rt: ToolRuntime, agent: Agent) -> None:
+        cooperative: str, rt: ToolRuntime, agent: Agent) -> None:
     """It gives each child the outer root call id, the outer agent and the outer token as parent."""
     seen: list[Any] = []
 
@@ -952,7 +957,7 @@ async def _empty() -> dict[str, Any]:
 
 @pytest.mark.anyio
 async def test_sub_lane_exclusive_children_never_overlap(
-        cooperative: bool, rt: ToolRuntime, probe: _Probe) -> None:
+        cooperative: str, rt: ToolRuntime, probe: _Probe) -> None:
     """It runs exclusive child calls one at a time even when the program gathers them."""
     rt.register(_tool(probe, "write", safe=False))
     with anyio.fail_after(5):
@@ -966,7 +971,7 @@ async def test_sub_lane_exclusive_children_never_overlap(
 
 @pytest.mark.anyio
 async def test_sub_lane_cap_bounds_overlap(
-        cooperative: bool, probe: _Probe) -> None:
+        cooperative: str, probe: _Probe) -> None:
     """It keeps at most ``max_parallel_sub_calls`` child bodies running."""
     async with ToolRuntime(max_parallel_sub_calls=2) as runtime:
         runtime.register(_tool(probe, "sleep"))
@@ -981,7 +986,7 @@ async def test_sub_lane_cap_bounds_overlap(
 
 @pytest.mark.anyio
 async def test_sub_lane_close_abandons_queued_and_cancels_in_flight(
-        cooperative: bool, rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
+        cooperative: str, rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
     """It rejects queued calls as abandoned, aborts in-flight bodies and settles every started call once."""
     rt.register(_tool(probe, "write", safe=False))
     outcomes: dict[str, str] = {}
@@ -1012,7 +1017,7 @@ async def test_sub_lane_close_abandons_queued_and_cancels_in_flight(
 
 @pytest.mark.anyio
 async def test_sub_lane_follows_the_outer_cancellation(
-        cooperative: bool, rt: ToolRuntime, probe: _Probe) -> None:
+        cooperative: str, rt: ToolRuntime, probe: _Probe) -> None:
     """It aborts children when the outer call's signal fires, with the outer reason."""
     rt.register(_tool(probe, "sleep"))
     source = CancelSource()
@@ -1034,7 +1039,7 @@ async def test_sub_lane_follows_the_outer_cancellation(
 
 @pytest.mark.anyio
 async def test_sub_lane_rejects_non_json_arguments_without_numbering(
-        cooperative: bool, rt: ToolRuntime, probe: _Probe) -> None:
+        cooperative: str, rt: ToolRuntime, probe: _Probe) -> None:
     """It refuses arguments outside lossless JSON before dispatching or numbering anything."""
     rt.register(_tool(probe, "sleep"))
     with anyio.fail_after(5):
@@ -1049,7 +1054,7 @@ async def test_sub_lane_rejects_non_json_arguments_without_numbering(
 
 @pytest.mark.anyio
 async def test_sub_lane_without_agent_still_dispatches(
-        cooperative: bool, rt: ToolRuntime, probe: _Probe) -> None:
+        cooperative: str, rt: ToolRuntime, probe: _Probe) -> None:
     """It runs child calls with no agent and appends no events."""
     rt.register(_tool(probe, "sleep"))
     with anyio.fail_after(5):
@@ -1181,7 +1186,7 @@ async def test_sub_lane_internal_failure_of_an_inline_call_is_raised(rt: ToolRun
 
 @pytest.mark.anyio
 async def test_sub_lane_drains_when_its_enclosing_scope_is_cancelled(
-        cooperative: bool, rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
+        cooperative: str, rt: ToolRuntime, probe: _Probe, agent: Agent) -> None:
     """It commits and logs started children although the outer call arrives as a scope cancellation."""
     rt.register(_tool(probe, "sleep"))
     source = CancelSource()
@@ -1203,7 +1208,8 @@ async def test_sub_lane_drains_when_its_enclosing_scope_is_cancelled(
                 source.cancel("user stop")
                 await anyio.sleep(5)  # cancelled right away by the scope
         assert scope.cancelled_caught
-    assert outcomes == (["run_code run is over (user stop); sleep result discarded"] if cooperative else [])
+    discarded = "run_code run is over (user stop); sleep result discarded"
+    assert outcomes == ([discarded] if cooperative != "plain" else [])
     assert [e.type for e in agent.events] == ["tool/code-dispatch-start", "tool/code-dispatch"]
     assert agent.events[1].data["is_error"] is True
     assert agent.events[1].data["content"] == [{"type": "text", "text": "Error: tool call aborted"}]

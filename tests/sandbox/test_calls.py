@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 
 import anyio
@@ -31,6 +32,12 @@ async def sandbox() -> AsyncIterator[Sandbox]:
 
 
 # --- the abandonment itself ------------------------------------------------------------------
+
+
+def test_an_abandonment_is_unshielded_unless_its_maker_says_so() -> None:
+    """``shielded`` is a promise of whoever makes the abandonment; by default nobody promises it."""
+    assert CallAbandonment().shielded is False
+    assert CallAbandonment(shielded=True).shielded is True
 
 
 def test_an_abandonment_fires_once_with_its_first_reason() -> None:
@@ -88,10 +95,14 @@ async def _serve(box: Sandbox, program: str, names: tuple[str, ...], handler: ob
 
 
 async def test_a_cooperative_handler_serves_values_and_failures(sandbox: Sandbox) -> None:
-    """Values come back as with a plain handler; ToolCallFailure keeps its code; no abandonment fires."""
+    """Values come back as with a plain handler; ToolCallFailure keeps its code; no abandonment fires.
+
+    The handler runs shielded, and its abandonment says so (a sub-lane then skips a shield of its own).
+    """
     seen: list[bool] = []
 
     async def handler(name: str, args: JsonValue, abandonment: CallAbandonment) -> JsonValue:
+        assert abandonment.shielded and anyio.current_effective_deadline() == math.inf
         seen.append(abandonment.abandoned)
         if name == "fail":
             raise ToolCallFailure("refused on purpose", "E_PURPOSE")
