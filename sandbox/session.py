@@ -20,6 +20,7 @@ from ._run import CallTool, CancelLike, CpuWatch, OnLog, execute_run
 from .errors import SandboxStartError, SessionClosedError
 from .host import WorkerHandle
 from .limits import SandboxLimits
+from .protocol import WAKE_FRAME
 from .results import RunError, RunResult, RunStats
 
 __all__ = ("SandboxSession",)
@@ -35,6 +36,8 @@ class SandboxSession:
         self.limits = limits
         self._on_close = on_close
         self._worker: WorkerHandle | None = None
+        #: A worker whose channel lost its framing (see prewake): killed before the next run.
+        self._discarded: WorkerHandle | None = None
         self._had_worker = False
         self._lock = anyio.Lock()
         self.closed = False
@@ -53,14 +56,33 @@ class SandboxSession:
         worker = self._worker
         return worker.pid if worker is not None and worker.alive else None
 
+    def prewake(self) -> None:
+        """Wake the session's worker ahead of its next run, as :meth:`sandbox.Sandbox.prewake` does.
+
+        Never blocks; does nothing while a run is in flight or before the first run. Should the
+        frame go out only in part (never seen: the channel is empty between runs), the worker is
+        given up and the next run starts a fresh one (``session_restarted``).
+        """
+        worker = self._worker
+        if worker is None or not worker.alive or self._lock.locked():
+            return
+        try:
+            sent = worker.channel.send(WAKE_FRAME)
+        except OSError:
+            return  # (gone: the next run finds out and restarts)
+        if sent != len(WAKE_FRAME):
+            self._worker, self._discarded = None, worker
+
     async def aclose(self) -> None:
         """Kill and reap the session's worker; later runs with this session raise SessionClosedError."""
         self.closed = True
         self._on_close(self)
         worker, self._worker = self._worker, None
-        if worker is not None:
-            with anyio.CancelScope(shield=True):
-                await worker.kill_and_reap()
+        discarded, self._discarded = self._discarded, None
+        with anyio.CancelScope(shield=True):
+            for handle in (worker, discarded):
+                if handle is not None:
+                    await handle.kill_and_reap()
 
     async def run(self, program: str, *, tool_names: Sequence[str], call_tool: CallTool,
                   limits: SandboxLimits | None, cancel: CancelLike | None, on_log: OnLog | None,
@@ -71,6 +93,10 @@ class SandboxSession:
             if self.closed:
                 raise SessionClosedError("this session was closed; open a new one")
             restarted = False
+            discarded, self._discarded = self._discarded, None
+            if discarded is not None:
+                with anyio.CancelScope(shield=True):
+                    await discarded.kill_and_reap()
             if self._worker is None or not self._worker.alive:
                 restarted = self._had_worker
                 try:

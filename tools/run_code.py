@@ -227,8 +227,11 @@ class PythonCodeRuntime:
         if self._stack is None:
             raise ToolError("the Python code runtime is not running: enter it with 'async with' before "
                             "the ToolRuntime that uses it, or with rt.enter_async_context(...)")
+        # (the worker's CPU wakes while the lane and the bindings are set up)
         if not self.persistent_sessions:
-            self.sandbox.prewake()  # (the worker's CPU wakes while the lane and bindings are set up)
+            self.sandbox.prewake()
+        elif (kept := self._sessions.get(ctx.agent)) is not None:
+            kept.prewake()
         names = [definition.name for definition in rt.code_visible(ctx.agent)]
         observer = self.on_log
 

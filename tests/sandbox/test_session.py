@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 import pytest
@@ -64,6 +65,48 @@ async def test_a_dead_session_worker_is_reported_and_replaced(sandbox: Sandbox) 
     assert dead.error is not None and dead.error.kind == "timeout"
     assert fresh.ok and fresh.value is False and fresh.stats.session_restarted
     assert fresh.stats.worker_pid != old
+
+
+async def test_a_prewoken_session_keeps_its_worker_and_globals(sandbox: Sandbox) -> None:
+    """``prewake`` before the first run does nothing; later the worker reads the wake frame and goes on."""
+    with anyio.fail_after(30):
+        async with sandbox.open_session() as session:
+            session.prewake()  # (no worker yet)
+            first = await run(sandbox, "state = 41", session=session)
+            session.prewake()
+            session.prewake()
+            second = await run(sandbox, "return state + 1", session=session)
+    assert first.ok and second.value == 42
+    assert second.stats.worker_pid == first.stats.worker_pid and not second.stats.session_restarted
+
+
+class _ShortSend:
+    """A channel that takes one byte of whatever it is sent (framing would be lost)."""
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+
+    def send(self, data: bytes) -> int:
+        return 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+async def test_a_partly_sent_wake_frame_gives_the_worker_up(sandbox: Sandbox) -> None:
+    """Framing lost on the session's channel: the next run kills that worker and starts afresh."""
+    with anyio.fail_after(30):
+        async with sandbox.open_session() as session:
+            first = await run(sandbox, "state = 1", session=session)
+            worker = session._worker  # (white box: the worker prewake writes to)
+            assert worker is not None
+            worker.channel = _ShortSend(worker.channel)  # type: ignore[assignment]
+            session.prewake()
+            assert session.worker_pid is None
+            fresh = await run(sandbox, PROBE_STATE, session=session)
+            assert not pid_alive(first.stats.worker_pid or 0)
+    assert fresh.ok and fresh.value is False and fresh.stats.session_restarted
+    assert fresh.stats.worker_pid != first.stats.worker_pid
 
 
 async def test_a_closed_session_refuses_runs_and_its_worker_is_gone(sandbox: Sandbox) -> None:

@@ -342,6 +342,27 @@ async def test_each_run_wakes_its_worker_ahead_of_the_program(
     assert order == ["prewake", "run", "prewake", "run"]
 
 
+async def test_a_kept_session_is_woken_ahead_of_its_next_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With persistent sessions, each run after an agent's first prewakes that agent's session."""
+    from sandbox import SandboxSession
+
+    woken: list[int | None] = []
+    original = SandboxSession.prewake
+
+    def spy(self: SandboxSession) -> None:
+        woken.append(self.worker_pid)
+        original(self)
+
+    monkeypatch.setattr(SandboxSession, "prewake", spy)
+    async with PythonCodeRuntime(persistent_sessions=True) as code_runtime, \
+            ToolRuntime("code", code_runtime=code_runtime) as rt:
+        alice = Agent("alice")
+        assert not (await run(rt, "n = 1", agent=alice)).is_error
+        assert (await run(rt, "n += 1\nreturn n", agent=alice)).value["result"] == 2
+        assert (await run(rt, "return n", agent=Agent("bob"))).is_error  # (a new agent: nothing to wake)
+    assert len(woken) == 1 and woken[0] is not None
+
+
 def _register_hanging(rt: ToolRuntime, name: str, *, safe: bool = False) -> list[str]:
     """Register a tool that sleeps 30 s; returns the call ids whose bodies were cancelled."""
     cancelled: list[str] = []
