@@ -108,3 +108,16 @@ def typed_equal(a: Any, b: Any) -> bool:
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(typed_equal(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
+
+
+class ShortSend:
+    """A stand-in channel that takes one byte of whatever it is sent (framing would be lost)."""
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+
+    def send(self, data: bytes) -> int:
+        return 1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)

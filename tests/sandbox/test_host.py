@@ -28,6 +28,7 @@ from tests.sandbox._support import (
     STANDIN,
     CallbackCancel,
     Cancel,
+    ShortSend,
     echo_tool,
     open_fds,
     pid_alive,
@@ -380,24 +381,11 @@ async def test_prewake_of_a_dead_warm_worker_is_harmless(sandbox: Sandbox) -> No
     assert result.value == 5 and result.stats.worker_pid != victim.pid
 
 
-class _ShortSend:
-    """A channel that takes one byte of whatever it is sent (framing would be lost)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-
-    def send(self, data: bytes) -> int:
-        return 1
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sock, name)
-
-
 async def test_a_partly_sent_wake_frame_retires_the_worker(sandbox: Sandbox) -> None:
     """A worker whose channel took only part of the frame is never used for a run; it is killed."""
     await sandbox.wait_warm()
     victim = sandbox._ready[0]
-    victim.channel = _ShortSend(victim.channel)  # type: ignore[assignment]
+    victim.channel = ShortSend(victim.channel)  # type: ignore[assignment]
     sandbox.prewake()
     assert victim not in sandbox._ready
     with anyio.fail_after(10):

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import anyio
 import pytest
 
 from sandbox import Sandbox, SandboxLimits, SessionClosedError
-from tests.sandbox._support import pid_alive, run
+from tests.sandbox._support import ShortSend, pid_alive, run
 
 pytestmark = pytest.mark.anyio
 
@@ -80,19 +79,6 @@ async def test_a_prewoken_session_keeps_its_worker_and_globals(sandbox: Sandbox)
     assert second.stats.worker_pid == first.stats.worker_pid and not second.stats.session_restarted
 
 
-class _ShortSend:
-    """A channel that takes one byte of whatever it is sent (framing would be lost)."""
-
-    def __init__(self, sock: Any) -> None:
-        self._sock = sock
-
-    def send(self, data: bytes) -> int:
-        return 1
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sock, name)
-
-
 async def test_a_partly_sent_wake_frame_gives_the_worker_up(sandbox: Sandbox) -> None:
     """Framing lost on the session's channel: the next run kills that worker and starts afresh."""
     with anyio.fail_after(30):
@@ -100,7 +86,7 @@ async def test_a_partly_sent_wake_frame_gives_the_worker_up(sandbox: Sandbox) ->
             first = await run(sandbox, "state = 1", session=session)
             worker = session._worker  # (white box: the worker prewake writes to)
             assert worker is not None
-            worker.channel = _ShortSend(worker.channel)  # type: ignore[assignment]
+            worker.channel = ShortSend(worker.channel)  # type: ignore[assignment]
             session.prewake()
             assert session.worker_pid is None
             fresh = await run(sandbox, PROBE_STATE, session=session)
