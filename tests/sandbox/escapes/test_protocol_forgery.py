@@ -205,6 +205,39 @@ async def test_random_bytes_from_a_forged_worker_never_crash_the_host(forged: Sa
         "protocol", "worker-exit", "exception", "output-limit", "invalid-output")
 
 
+_VALID_FRAMES = st.one_of(
+    st.builds(lambda text: {"type": "log", "text": text}, st.text(max_size=12)),
+    st.builds(lambda call_id, name: {"type": "call", "id": call_id, "name": name, "args": {"k": call_id}},
+              st.integers(0, 4), st.sampled_from(["echo", "fail", "undeclared"])),
+    st.builds(lambda call_id: {"type": "cancel", "id": call_id}, st.integers(0, 4)),
+)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(frames=st.lists(_VALID_FRAMES, max_size=8), forged_done=st.booleans())
+async def test_valid_frames_in_any_order_are_served_or_ignored_by_the_rules(
+        forged: Sandbox, frames: list[dict[str, Any]], forged_done: bool) -> None:
+    """Logs, calls (duplicate ids, undeclared names) and cancels in any order, before or after the first
+    call: never a protocol error, each declared call served at most once, and the run ends with its done.
+    """
+    tail = [{"type": "done", "has_value": True, "value": "forged"}] if forged_done else []
+    served: list[int] = []
+
+    async def handler(name: str, args: JsonValue) -> JsonValue:
+        assert isinstance(args, dict)
+        served.append(int(args["k"]))
+        return await echo_tool(name, args)
+
+    with anyio.fail_after(30):
+        result = await run(forged, writer(b"".join(frame(f) for f in frames + tail),
+                                          then="import time\ntime.sleep(0.2)\nreturn 'tail'"),
+                           call_tool=handler, limits=LIMITS)
+    assert result.error is None, result.error
+    assert result.value == ("forged" if forged_done else "tail")
+    declared = {f["id"] for f in frames if f["type"] == "call" and f["name"] != "undeclared"}
+    assert len(served) == len(set(served)) and set(served) <= declared
+
+
 PAYLOADS = [
     ("os-write", "import os\nos.write(3, FRAME)\nreturn 'done'"),
     ("posix-write", "import posix\nposix.write(3, FRAME)\nreturn 'done'"),
