@@ -183,13 +183,19 @@ def _fast_copy(value: Any, depth: int, dict_type: type[dict[str, Any]], list_typ
         for key, item in dict.items(value):
             if type(key) is not str:
                 raise _Unusual
-            # Strings dominate JSON values: skip the call for them.
-            out[key] = item if type(item) is str else _fast_copy(item, depth + 1, dict_type, list_type)
+            # Scalars dominate JSON values: skip the call for strings, booleans, null and small ints.
+            kind = type(item)
+            if kind is str or kind is bool or item is None or (kind is int and -_FAST_INT < item < _FAST_INT):
+                out[key] = item
+            else:
+                out[key] = _fast_copy(item, depth + 1, dict_type, list_type)
         return out if dict_type is dict else _make_frozen_dict(out)
     if kind is list or kind is FrozenList:
         if kind is FrozenList and list_type is FrozenList:
             return value
-        items = [item if type(item) is str else _fast_copy(item, depth + 1, dict_type, list_type)
+        items = [item if (type(item) is str or item is None or type(item) is bool
+                          or (type(item) is int and -_FAST_INT < item < _FAST_INT))
+                 else _fast_copy(item, depth + 1, dict_type, list_type)
                  for item in list.__iter__(value)]
         return items if list_type is list else _make_frozen_list(items)
     raise _Unusual
