@@ -259,7 +259,9 @@ class Sandbox:
                                          cancel=cancel, on_log=on_log, started=started)
             for attempt in (1, 2):
                 try:
-                    worker = await self._acquire()
+                    # A warm worker that died unseen may not be alone (a mass kill, the OOM killer):
+                    # the second attempt goes to a worker forked after the death was seen.
+                    worker = await (self._acquire() if attempt == 1 else self._template.spawn(self._layers))
                 except SandboxStartError as exc:
                     return _failed("worker-exit", f"no worker could be started: {exc.message}", started)
                 result = await execute_run(worker, program=program, tool_names=names, call_tool=call_tool,

@@ -366,7 +366,10 @@ async def test_a_warm_worker_that_died_unused_does_not_fail_the_next_run() -> No
     with anyio.fail_after(20):
         async with Sandbox() as sandbox:
             await sandbox.wait_warm()
-            for pid in sandbox.live_worker_pids:
+            killed = sandbox.live_worker_pids
+            for pid in killed:
                 os.kill(pid, signal.SIGKILL)
             result = await sandbox.run("return 1", tool_names=(), call_tool=no_tools)
-    assert result.error is None and result.value == 1
+    # (every warm worker died: the retry goes to a worker forked after the first death was seen, not
+    # to another warm one that may be dying too; under load that used to fail about one run in 20)
+    assert result.error is None and result.value == 1 and result.stats.worker_pid not in killed
