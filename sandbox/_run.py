@@ -10,6 +10,7 @@ same under a shield and then propagates.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import signal
@@ -439,7 +440,7 @@ def run_frame(program: str, tool_names: Sequence[str], persist: bool, limits: Sa
     """The encoded ``run`` frame: the same bytes as ``encode_frame`` of its dict, built for less.
 
     Only the program and the tool names are encoded per run; the limits' part is encoded once per
-    limits object. (A run's first frame is on the critical path of every run, cold caches and all.)
+    limits value. (A run's first frame is on the critical path of every run, cold caches and all.)
     """
     body = (f'{{"type":"run","program":{dumps(program, validate=False)},'
             f'"tool_names":{dumps(list(tool_names), validate=False)},'
@@ -448,21 +449,12 @@ def run_frame(program: str, tool_names: Sequence[str], persist: bool, limits: Sa
     return HEADER.pack(len(body)) + body
 
 
-#: Encoded limits by object (the object is kept, so its id is not reused while it is cached).
-_LIMITS_TEXT: dict[int, tuple[SandboxLimits, str]] = {}
-
-
+@functools.lru_cache(maxsize=64)
 def _limits_text(limits: SandboxLimits) -> str:
-    cached = _LIMITS_TEXT.get(id(limits))
-    if cached is not None and cached[0] is limits:
-        return cached[1]
-    text = dumps({"cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_bytes,
+    """The limits' part of the run frame (limits are frozen and hashable: encoded once per value)."""
+    return dumps({"cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_bytes,
                   "log_bytes": limits.log_bytes, "result_bytes": limits.result_bytes,
                   "frame_bytes": limits.frame_bytes}, validate=False)
-    if len(_LIMITS_TEXT) >= 64:
-        _LIMITS_TEXT.clear()
-    _LIMITS_TEXT[id(limits)] = (limits, text)
-    return text
 
 
 async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequence[str],

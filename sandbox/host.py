@@ -24,7 +24,7 @@ import anyio.abc
 
 from ._template import sweep_workdirs
 from .errors import SandboxStartError
-from .protocol import FrameDecoder, ProtocolViolation, ReadyFrame, parse_worker_frame
+from .protocol import WAKE_FRAME, FrameDecoder, ProtocolViolation, ReadyFrame, parse_worker_frame
 
 if TYPE_CHECKING:
     from ._reader import FrameReader
@@ -101,6 +101,19 @@ class WorkerHandle:
         self.status = status
         self.cpu_seconds = cpu
         self.exited.set()
+
+    def wake(self) -> bool:
+        """Send the ``wake`` frame without waiting; False if it went out only in part.
+
+        A worker waiting between runs reads and ignores it, which wakes its CPU ahead of the run. A
+        partial send (never seen: the channel is empty between runs) leaves the channel without its
+        framing, so the caller must give the worker up. A worker that is gone counts as woken: its
+        next run finds out.
+        """
+        try:
+            return self.channel.send(WAKE_FRAME) == len(WAKE_FRAME)
+        except OSError:
+            return True
 
     def close_channel(self) -> None:
         """Close the host end of the protocol channel (idempotent).

@@ -28,7 +28,6 @@ from .calls import CooperativeCallTool
 from .errors import SandboxClosedError, SandboxStartError, SandboxUsageError
 from .host import DEFAULT_EXECUTOR, TemplateProcess, WorkerHandle
 from .limits import DEFAULT_LIMITS, SandboxLimits
-from .protocol import WAKE_FRAME
 from .results import ErrorKind, RunError, RunResult, RunStats
 from .session import SandboxSession
 
@@ -199,11 +198,7 @@ class Sandbox:
         if not self._ready:
             return
         worker = self._ready[0]
-        try:
-            sent = worker.channel.send(WAKE_FRAME)
-        except OSError:
-            return  # (gone: the run's acquire finds out and takes another)
-        if sent != len(WAKE_FRAME):  # (never seen: a warm worker's channel is empty) framing is lost
+        if not worker.wake():  # (framing lost: the worker is given up)
             self._ready.remove(worker)
             self._need.set()
             if not self._retire(worker):

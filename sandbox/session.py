@@ -20,7 +20,6 @@ from ._run import CallTool, CancelLike, CpuWatch, OnLog, execute_run
 from .errors import SandboxStartError, SessionClosedError
 from .host import WorkerHandle
 from .limits import SandboxLimits
-from .protocol import WAKE_FRAME
 from .results import RunError, RunResult, RunStats
 
 __all__ = ("SandboxSession",)
@@ -66,11 +65,7 @@ class SandboxSession:
         worker = self._worker
         if worker is None or not worker.alive or self._lock.locked():
             return
-        try:
-            sent = worker.channel.send(WAKE_FRAME)
-        except OSError:
-            return  # (gone: the next run finds out and restarts)
-        if sent != len(WAKE_FRAME):
+        if not worker.wake():
             self._worker, self._discarded = None, worker
 
     async def aclose(self) -> None:

@@ -30,6 +30,7 @@ assert "RestrictedPython" not in sys.modules, "runtime pulled in the interpreter
 assert "pydantic" not in sys.modules, "runtime pulled in pydantic"
 assert sandbox.Sandbox.__module__ == "sandbox.pool" and "sandbox.pool" in sys.modules
 assert sorted(set(dir(sandbox)) & set(sandbox.__all__)) == sorted(sandbox.__all__)
+assert set(sandbox._HOMES) == set(sandbox.__all__), "the lazy table and __all__ disagree"
 namespace = {}
 exec("from sandbox import *", namespace)
 assert set(sandbox.__all__) <= set(namespace)
