@@ -7,7 +7,7 @@ of :mod:`bench.workloads` plus two attribute/method-heavy ones). Each runs
   top-level names are module globals, exactly as they are in the sandbox; and
 * as the same generated ``async def`` the sandbox runs (top-level names declared ``global``) but
   compiled by plain ``compile()`` without the policy: this isolates what the guards themselves cost;
-* under the sandbox's executor in-process (:func:`sandbox.interpreter.run_program` on one event loop;
+* under the sandbox's executor in-process (:func:`codemode.sandbox.interpreter.run_program` on one event loop;
   compiled once, outside the timing, which is reported separately).
 
 Runs of the three sides are interleaved so that machine noise hits them alike. It reports the medians,
@@ -35,8 +35,8 @@ if str(_ROOT) not in sys.path:
 import ast  # noqa: E402
 
 from bench.workloads import COMPUTE  # noqa: E402
-from sandbox.compiler import _TopLevelNames  # noqa: E402
-from sandbox.interpreter import compile_program, run_program  # noqa: E402
+from codemode.sandbox.compiler import _TopLevelNames  # noqa: E402
+from codemode.sandbox.interpreter import compile_program, run_program  # noqa: E402
 
 _ATTRIBUTES = """\
 class Point:

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Self
 import anyio
 
 from bench.workloads import ASYNC_TOOLS, SYNC_TOOLS, TOOL_NAMES, Workload
-from sandbox import interpreter as _interpreter
+from codemode.sandbox import interpreter as _interpreter
 
 __all__ = (
     "CPythonPeer",
@@ -249,7 +249,7 @@ class CodemodeSandboxPeer(Peer):
         self.last_stats: Any = None
 
     async def __aenter__(self) -> Self:
-        from sandbox import Sandbox
+        from codemode.sandbox import Sandbox
 
         self.sandbox = Sandbox()
         await self.sandbox.__aenter__()
@@ -284,7 +284,7 @@ class CodemodeSandboxPeer(Peer):
 
 def bench_tool_definitions() -> list[Any]:
     """Runtime definitions of the workload tools (concurrency-safe, permissive schemas)."""
-    from runtime import ToolOutput, define_tool, text_block
+    from codemode.runtime import ToolOutput, define_tool, text_block
 
     definitions = []
     for name in TOOL_NAMES:
@@ -307,8 +307,8 @@ class CodemodeRunCodePeer(CodemodeSandboxPeer):
     note = "run_code end to end: pipeline + sub-lane + sandbox worker"
 
     async def __aenter__(self) -> Self:
-        from runtime import Agent, ToolRuntime
-        from tools.run_code import PythonCodeRuntime
+        from codemode.runtime import Agent, ToolRuntime
+        from codemode.tools.run_code import PythonCodeRuntime
 
         self._stack = contextlib.AsyncExitStack()
         code_runtime = await self._stack.enter_async_context(PythonCodeRuntime())

@@ -28,9 +28,9 @@ if str(_ROOT) not in sys.path:
 
 import anyio  # noqa: E402
 
-from runtime import Agent, ToolRuntime  # noqa: E402
-from tools.demo import demo_tools  # noqa: E402
-from tools.run_code import PythonCodeRuntime  # noqa: E402
+from codemode.runtime import Agent, ToolRuntime  # noqa: E402
+from codemode.tools.demo import demo_tools  # noqa: E402
+from codemode.tools.run_code import PythonCodeRuntime  # noqa: E402
 
 __all__ = ("HOST_BOUND_BYTES", "TEMPLATE_BOUND_BYTES", "rss_bytes", "soak")
 

@@ -219,7 +219,7 @@ asyncio.run(main())
 """,
     "codemode-sandbox": r"""
 import anyio
-from sandbox import Sandbox
+from codemode.sandbox import Sandbox
 async def no_tools(name, args):
     return None
 async def main():
@@ -230,8 +230,8 @@ anyio.run(main)
 """,
     "codemode-run_code": r"""
 import anyio
-from runtime import Agent, ToolRuntime
-from tools.run_code import PythonCodeRuntime
+from codemode.runtime import Agent, ToolRuntime
+from codemode.tools.run_code import PythonCodeRuntime
 async def main():
     async with PythonCodeRuntime() as code_runtime, ToolRuntime("code", code_runtime=code_runtime) as rt:
         result = await rt.execute("run_code", {"code": "return 1", "description": "cold"}, agent=Agent("a"))
@@ -485,8 +485,8 @@ def _warm_verdict(name: str, table: dict[str, dict[str, Any]], warm: dict[str, A
 
 _WORKER_START_CHILD = r'''
 import cProfile, io, json, marshal, os, pstats, sys, time, asyncio
-from sandbox import _isolate, _template, worker
-executor = _template._prepare("sandbox.interpreter")
+from codemode.sandbox import _isolate, _template, worker
+executor = _template._prepare("codemode.sandbox.interpreter")
 read_end, write_end = os.pipe()
 phases = {}
 start = time.perf_counter()
@@ -532,7 +532,7 @@ def profile_worker_start() -> dict[str, Any]:
 
 async def _spawn_cost(runs: int) -> dict[str, Any]:
     """Median ``return 1`` latency with the warm supply (warm=2) and without it (warm=0: fork per run)."""
-    from sandbox import Sandbox
+    from codemode.sandbox import Sandbox
 
     async def noop(name: str, args: Any) -> Any:
         return None
@@ -558,7 +558,7 @@ async def profile_dispatch() -> dict[str, str]:
     import pstats
 
     from bench.peers import CodemodeRunCodePeer, CodemodeSandboxPeer
-    from sandbox import Sandbox
+    from codemode.sandbox import Sandbox
 
     workload = by_name("sequential-calls")
     texts: dict[str, str] = {}

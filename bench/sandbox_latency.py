@@ -25,8 +25,8 @@ import time
 
 import anyio
 
-from sandbox import Sandbox
-from sandbox.lossless import JsonValue
+from codemode.sandbox import Sandbox
+from codemode.sandbox.lossless import JsonValue
 
 
 async def _no_tools(name: str, args: JsonValue) -> JsonValue:
@@ -83,7 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--executor", default="sandbox.interpreter",
+    parser.add_argument("--executor", default="codemode.sandbox.interpreter",
                         help="in-worker executor module (for comparisons; the default is the real one)")
     options = parser.parse_args()
     profile = cProfile.Profile() if options.profile else None

@@ -29,10 +29,10 @@ from typing import Any
 
 import anyio
 
-from runtime._runtime import ToolRuntime
-from runtime.definitions import ToolOutput, define_tool
-from runtime.scheduler import ToolCallRequest, execute_tool_calls, open_sub_lane
-from runtime.scope import Agent
+from codemode.runtime._runtime import ToolRuntime
+from codemode.runtime.definitions import ToolOutput, define_tool
+from codemode.runtime.scheduler import ToolCallRequest, execute_tool_calls, open_sub_lane
+from codemode.runtime.scope import Agent
 
 
 async def _noop(args: Any, ctx: Any) -> dict[str, Any]:

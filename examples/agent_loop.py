@@ -13,8 +13,8 @@ import json
 
 import anyio
 
-from runtime import Agent, ToolCallRequest, ToolRuntime
-from tools import PythonCodeRuntime, default_toolset
+from codemode.runtime import Agent, ToolCallRequest, ToolRuntime
+from codemode.tools import PythonCodeRuntime, default_toolset
 
 
 def call_model(system_prompt: str, tools: list[dict[str, object]], user: str) -> list[tuple[str, str, str]]:

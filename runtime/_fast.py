@@ -1,11 +1,11 @@
 """Fast paths for the hot dispatch path: freezing small plain values and checking them against schemas.
 
-Both are *conservative accelerators*: :func:`freeze` is :func:`sandbox.lossless.snapshot`, whose own fast
-path copies exact ``dict``/``list`` trees of plain scalars and hands anything else (subclasses, huge
-ints, deep nesting, cycles, bad values) to the full walk, so its result and its errors are exactly the
-full walk's. A compiled check answers True only when the value certainly has no violations; on False
-the caller runs the full validator, which produces the messages. Correctness lives in the full walks;
-this module only skips work.
+Both are *conservative accelerators*: :func:`freeze` is :func:`codemode.sandbox.lossless.snapshot`, whose own
+fast path copies exact ``dict``/``list`` trees of plain scalars and hands anything else (subclasses, huge
+ints, deep nesting, cycles, bad values) to the full walk, so its result and its errors are exactly the full
+walk's. A compiled check answers True only when the value certainly has no violations; on False the caller
+runs the full validator, which produces the messages. Correctness lives in the full walks; this module only
+skips work.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
-from sandbox.lossless import FrozenDict, FrozenList, is_plain, snapshot
+from codemode.sandbox.lossless import FrozenDict, FrozenList, is_plain, snapshot
 
 from .schema import SCALAR_TYPES, json_equal, validate_value
 
@@ -113,7 +113,8 @@ def _compile(schema: Any, depth: int = 0) -> Check | None:
 
 
 def validate_fast(schema: Any, value: Any, root: str = "value") -> list[str]:
-    """Same result as :func:`runtime.schema.validate_value`, skipping the walk for values that pass."""
+    """Same result as :func:`codemode.runtime.schema.validate_value`, skipping the walk for values that
+    pass."""
     entry = _CACHE.get(id(schema))
     if entry is None or entry[0] is not schema:
         try:

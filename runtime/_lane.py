@@ -95,7 +95,7 @@ NOTHING = Footprint()
 
 
 class CancelLike(Protocol):
-    """The part of a cancellation signal the lane needs (``runtime.CancelSignal`` satisfies it)."""
+    """The part of a cancellation signal the lane needs (``codemode.runtime.CancelSignal`` satisfies it)."""
 
     @property
     def cancelled(self) -> bool: ...

@@ -262,7 +262,8 @@ class ToolRuntime:
 
     async def execute_tool_calls(self, calls: Sequence[Any], *, agent: Scope | None = None,
                                  cancel: CancelSignal | None = None) -> Any:
-        """Run one model turn's tool calls under the native scheduling contract (``runtime.scheduler``)."""
+        """Run one model turn's tool calls under the native scheduling contract
+        (``codemode.runtime.scheduler``)."""
         from . import scheduler
 
         execute_tool_calls: Any = getattr(scheduler, "execute_tool_calls")  # noqa: B009 (optional module)
@@ -332,7 +333,7 @@ class ToolRuntime:
     def bind_code(self, scope: Scope | None, sdk_text: str) -> CodeBinding:
         """Record that ``scope``'s prompt now offers the current code runtime's SDK ``sdk_text``.
 
-        :func:`~runtime.prompt.assemble_prompt` calls this whenever it renders the ``tools:sdk``
+        :func:`~codemode.runtime.prompt.assemble_prompt` calls this whenever it renders the ``tools:sdk``
         section; every ``run_code`` call under that scope then checks that the same runtime (so the
         same language) still executes programs, and fails with ``CODE_RUNTIME_CHANGED`` otherwise.
         """
@@ -397,7 +398,7 @@ def _add(hooks: list[tuple[Scope | None, Callable[..., Any]]], scope: Scope | No
     if not callable(fn):
         raise TypeError("a hook must be callable")
     if scope is not None and not isinstance(scope, Scope):
-        raise TypeError(f"hook scope must be a runtime.Scope or None, not {type(scope).__name__}")
+        raise TypeError(f"hook scope must be a codemode.runtime.Scope or None, not {type(scope).__name__}")
     entry = (scope, fn)
     hooks.append(entry)
 

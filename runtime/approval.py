@@ -8,7 +8,7 @@ The service is any object with ``async request(ApprovalRequest) -> str`` answeri
 * ``rejected`` / ``unavailable`` -> distinct denials;
 * ``cancelled`` -> a denial flagged as *approval cancelled*: if the caller is cancelled too, the call
   ends ``ABORTED_BEFORE_DISPATCH`` instead;
-* anything else, or a raising service -> :class:`~runtime.errors.PolicyError` (fail closed).
+* anything else, or a raising service -> :class:`~codemode.runtime.errors.PolicyError` (fail closed).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from sandbox.lossless import LosslessJsonError, snapshot
+from codemode.sandbox.lossless import LosslessJsonError, snapshot
 
 from ._fast import validate_fast
 from .errors import DefinitionError, JsonSchemaError
@@ -232,7 +232,7 @@ def compile_parameters(spec: Mapping[str, Any]) -> dict[str, Any]:
 
     The root is an open object: ``{"type": "object", "properties": ..., "required": [...]}`` with
     ``required`` listing the ``required: True`` keys in declaration order (omitted when empty).
-    Raises :class:`~runtime.errors.JsonSchemaError` listing every problem.
+    Raises :class:`~codemode.runtime.errors.JsonSchemaError` listing every problem.
     """
     compiler = _Compiler()
     properties, required = compiler.properties(spec, "parameters")

@@ -78,7 +78,7 @@ class CodemodeError(Exception):
 
 
 class ToolError(CodemodeError):
-    """A tool call failed. The pipeline turns it into an error :class:`~runtime.ToolResult`."""
+    """A tool call failed. The pipeline turns it into an error :class:`~codemode.runtime.ToolResult`."""
 
     code: ClassVar[str] = "TOOL_ERROR"
 
@@ -230,7 +230,7 @@ class CodeRuntimeMissingError(UsageError):
         self.mode = mode
         super().__init__(
             f'mode "{mode}" requires a code runtime: pass code_runtime= to ToolRuntime '
-            '(e.g. tools.run_code.PythonCodeRuntime()) or use mode "native"'
+            '(e.g. codemode.tools.run_code.PythonCodeRuntime()) or use mode "native"'
         )
 
 
@@ -264,7 +264,7 @@ class CodeRuntimeChangedError(UsageError):
 
 
 class ConfigError(UsageError):
-    """A :class:`~runtime.ToolRuntime` option is out of range."""
+    """A :class:`~codemode.runtime.ToolRuntime` option is out of range."""
 
     code: ClassVar[str] = "INVALID_CONFIG"
 

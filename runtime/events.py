@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sandbox.lossless import FrozenDict, LosslessJsonError, dumps, loads, snapshot, thaw
+from codemode.sandbox.lossless import FrozenDict, LosslessJsonError, dumps, loads, snapshot, thaw
 
 from .errors import EventLogError
 

@@ -67,7 +67,7 @@ class Deny:
 
 @dataclass(frozen=True, slots=True)
 class Ask:
-    """Route the call through the approval service (see :mod:`runtime.approval`)."""
+    """Route the call through the approval service (see :mod:`codemode.runtime.approval`)."""
 
     reason: str | None = None
 

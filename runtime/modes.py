@@ -7,11 +7,11 @@
 :func:`collapses` is the single rule deciding that a model-level call is reachable only from code. The
 offered tool list, the ``tools:code-only`` and ``tools:sdk`` prompt sections and the executor's
 rejection are all computed from it and from the same effective-mode lookup
-(:meth:`runtime.ToolRuntime.mode_for`); there is no second copy of the rule.
+(:meth:`codemode.runtime.ToolRuntime.mode_for`); there is no second copy of the rule.
 
 The code runtime seam (:class:`CodeRuntime`) supplies the reserved ``run_code`` definition and renders
 the SDK section; without one, a non-native mode fails with
-:class:`~runtime.errors.CodeRuntimeMissingError` naming the scope's effective mode.
+:class:`~codemode.runtime.errors.CodeRuntimeMissingError` naming the scope's effective mode.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def collapses(name: str, mode: Mode, nested: bool) -> bool:
 
 @runtime_checkable
 class CodeRuntime(Protocol):
-    """The seam to a code runtime (``tools.run_code.PythonCodeRuntime`` implements it)."""
+    """The seam to a code runtime (``codemode.tools.run_code.PythonCodeRuntime`` implements it)."""
 
     @property
     def language(self) -> str:

@@ -5,7 +5,8 @@ collapse check), **prepare** (pre-execute waterfall, approval, guards), **dispat
 the base dispatch: argument validation and the tool body under a cancel scope), **finish** (post-execute
 waterfall, cancellation replacement, ``finalize_content`` exactly once, broadcast to observers).
 
-INTERNAL API for ``runtime.scheduler`` and ``tools.run_code``; ``rt.stages`` is a :class:`Stages`::
+INTERNAL API for ``codemode.runtime.scheduler`` and ``codemode.tools.run_code``; ``rt.stages`` is a
+:class:`Stages`::
 
     execution = rt.stages.create(name, arguments, *, call_id, root_call_id=None, agent=None,
                                  parent=None, cancel=None)              # sync, never raises for bad input
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 import anyio
 
-from sandbox.lossless import FrozenList, LosslessJsonError, snapshot
+from codemode.sandbox.lossless import FrozenList, LosslessJsonError, snapshot
 
 from ._fast import freeze, validate_fast
 from .approval import resolve_ask
@@ -110,8 +111,8 @@ class ToolCall(NamedTuple):
     """The frozen execution object handed to hooks, guards and observers.
 
     ``arguments`` is the deep-frozen lossless snapshot (None when the arguments were not lossless JSON);
-    ``cancel`` is the caller's signal (:data:`~runtime.cancel.NEVER` when there is none). A named tuple
-    rather than a frozen dataclass because one is built per call on the hot path (5x cheaper).
+    ``cancel`` is the caller's signal (:data:`~codemode.runtime.cancel.NEVER` when there is none). A named
+    tuple rather than a frozen dataclass because one is built per call on the hot path (5x cheaper).
     """
 
     name: str
@@ -270,7 +271,8 @@ _ABORTED: Final = AbortedError().message
 
 
 class Stages:
-    """The pipeline stages of one :class:`~runtime.ToolRuntime` (internal API, see module docstring)."""
+    """The pipeline stages of one :class:`~codemode.runtime.ToolRuntime` (internal API, see module
+    docstring)."""
 
     def __init__(self, runtime: ToolRuntime) -> None:
         self._rt = runtime
@@ -327,11 +329,12 @@ class Stages:
         if root_call_id is not None and (not isinstance(root_call_id, str) or not root_call_id):
             raise TypeError(f"root_call_id must be a non-empty string, not {root_call_id!r}")
         if agent is not None and not isinstance(agent, Scope):
-            raise TypeError(f"agent must be a runtime.Scope or None, not {type(agent).__name__}")
+            raise TypeError(f"agent must be a codemode.runtime.Scope or None, not {type(agent).__name__}")
         if parent is not None and not isinstance(parent, ExecutionToken):
             raise TypeError(f"parent must be an ExecutionToken or None, not {type(parent).__name__}")
         if cancel is not None and not isinstance(cancel, CancelSignal):
-            raise TypeError(f"cancel must be a runtime.CancelSignal or None, not {type(cancel).__name__}")
+            raise TypeError(
+                f"cancel must be a codemode.runtime.CancelSignal or None, not {type(cancel).__name__}")
         signal = NEVER if cancel is None else cancel
         nested = parent is not None
         final: ToolResult | None = None
@@ -474,7 +477,7 @@ class Stages:
 
         async def call_next(cancel: CancelSignal | None = None) -> ToolResult:
             if cancel is not None and not isinstance(cancel, CancelSignal):
-                raise TypeError("call_next(cancel=...) needs a runtime.CancelSignal")
+                raise TypeError("call_next(cancel=...) needs a codemode.runtime.CancelSignal")
             inner = cancel if cancel is not None else signal
             return await self._around(execution, wrappers, index + 1, inner)
 

@@ -1,12 +1,12 @@
 """Prompt assembly: the tools offered to the model and the prompt sections (spec 6.3).
 
-The offered tool list is the scope's visible set minus every name that :func:`~runtime.modes.collapses`
-for a model-level call, sorted by UTF-16 code units (the wire order providers cache on) unless a
-``tool_order`` is given. Two built-in sections exist whenever the runtime default or a scope on the
-chain declares a non-native presentation: ``tools:code-only`` (order 99; the one-sentence routing rule
-when the effective mode collapses tools, otherwise empty) and ``tools:sdk`` (order 150; the code
-runtime's SDK for the visible set minus ``run_code`` when the effective mode is not native, otherwise
-empty). Empty sections stay listed but are dropped from :meth:`Prompt.text`.
+The offered tool list is the scope's visible set minus every name that
+:func:`~codemode.runtime.modes.collapses` for a model-level call, sorted by UTF-16 code units (the wire order
+providers cache on) unless a ``tool_order`` is given. Two built-in sections exist whenever the runtime default
+or a scope on the chain declares a non-native presentation: ``tools:code-only`` (order 99; the one-sentence
+routing rule when the effective mode collapses tools, otherwise empty) and ``tools:sdk`` (order 150; the code
+runtime's SDK for the visible set minus ``run_code`` when the effective mode is not native, otherwise empty).
+Empty sections stay listed but are dropped from :meth:`Prompt.text`.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ class _Once:
 
 
 class Registry:
-    """Layers, scope chains and view resolution (owned by :class:`~runtime.ToolRuntime`)."""
+    """Layers, scope chains and view resolution (owned by :class:`~codemode.runtime.ToolRuntime`)."""
 
     def __init__(self, default_mode: Mode, run_code: Callable[[], ToolDefinition]) -> None:
         self.default_mode = default_mode
@@ -380,4 +380,4 @@ def _names(names: Iterable[str], label: str) -> frozenset[str]:
 
 def _check_scope(scope: object, what: str) -> None:
     if scope is not None and not isinstance(scope, Scope):
-        raise TypeError(f"{what} scope must be a runtime.Scope or None, not {type(scope).__name__}")
+        raise TypeError(f"{what} scope must be a codemode.runtime.Scope or None, not {type(scope).__name__}")

@@ -2,8 +2,8 @@
 
 A :class:`ToolResult` crosses every stage boundary and reaches observers, schedulers and the model, so it
 is immutable all the way down: ``value``, ``content``, ``meta`` and ``additional_contexts`` are frozen
-lossless JSON (:class:`~sandbox.lossless.FrozenDict` / :class:`~sandbox.lossless.FrozenList`, which are
-``dict``/``list`` subclasses that refuse mutation).
+lossless JSON (:class:`~codemode.sandbox.lossless.FrozenDict` /
+:class:`~codemode.sandbox.lossless.FrozenList`, which are ``dict``/``list`` subclasses that refuse mutation).
 
 Success: ``is_error=False``, ``value`` is the canonical value, ``error`` is None. Failure:
 ``is_error=True``, ``value`` is None, ``error`` is a :class:`ToolErrorInfo` with a stable ``code``.
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.lossless import FrozenDict, FrozenList, JsonValue, snapshot
+from codemode.sandbox.lossless import FrozenDict, FrozenList, JsonValue, snapshot
 
 __all__ = (
     "ContentBlock",

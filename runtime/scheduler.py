@@ -1,6 +1,6 @@
 """Schedulers over the pipeline's stages: one ordered lane, two callers.
 
-Both callers put each tool call through the same :class:`~runtime._lane.OrderedLane`: starts
+Both callers put each tool call through the same :class:`~codemode.runtime._lane.OrderedLane`: starts
 (``tool/call`` event, then the pipeline's ordered *prepare* stage) happen one at a time in submission
 order; only *dispatch* (around-execute wrappers and the body) overlaps, in a rolling pool; commits
 (*finish*: post-execute, materialisation, observers; then the result event and delivery) happen strictly
@@ -17,10 +17,10 @@ in submission order even when bodies finish out of order.
   ``rt.max_parallel_sub_calls``. Child call ids are ``<outer call id>:code:<n>``.
 
 Classification happens right before each start. A call whose definition declares ``claims`` is placed
-by its :class:`~runtime.definitions.ResourceClaims` (two calls overlap only if neither writes what the
-other reads or writes); otherwise a concurrency-safe call may overlap anything that writes nothing
-(it is treated as "may read anything", so it never overlaps a claimed writer); everything else is an
-exclusive barrier. The default stays conservative: undeclared means exclusive.
+by its :class:`~codemode.runtime.definitions.ResourceClaims` (two calls overlap only if neither writes what
+the other reads or writes); otherwise a concurrency-safe call may overlap anything that writes nothing (it is
+treated as "may read anything", so it never overlaps a claimed writer); everything else is an exclusive
+barrier. The default stays conservative: undeclared means exclusive.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import anyio
 import anyio.abc
 
-from sandbox.lossless import JsonValue, LosslessJsonError, loads, snapshot
+from codemode.sandbox.lossless import JsonValue, LosslessJsonError, loads, snapshot
 
 from ._lane import EXCLUSIVE, NOTHING, PARALLEL, Footprint, OrderedLane
 from ._oneshot import OneShot
@@ -84,7 +84,7 @@ class ToolCallRequest:
 def parse_arguments(text: str) -> JsonValue:
     """Parse a call's raw argument text: empty (or blank) -> ``{}``, otherwise strict lossless JSON.
 
-    Raises :class:`~runtime.errors.ToolArgsError` (``INVALID_ARGS``) naming the JSON problem.
+    Raises :class:`~codemode.runtime.errors.ToolArgsError` (``INVALID_ARGS``) naming the JSON problem.
     """
     if not text.strip():
         return {}
@@ -114,7 +114,7 @@ def _aborted_before_dispatch() -> ToolResult:
 
 
 class _TurnJob:
-    """One model-level call of a turn (the lane drives it; see :class:`~runtime._lane.LaneJob`)."""
+    """One model-level call of a turn (the lane drives it; see :class:`~codemode.runtime._lane.LaneJob`)."""
 
     __slots__ = ("_agent", "_args", "_call_event", "_cancel", "_execution", "_outcome", "_parse_error",
                  "_result_logged", "_rt", "_scope", "request", "result")
@@ -197,7 +197,7 @@ async def execute_tool_calls(rt: ToolRuntime, calls: Sequence[ToolCallRequest], 
 
     Invalid argument text fails only its own call (``INVALID_ARGS``). The caller's ``cancel`` signal is
     the step signal: every call runs under it, and once it fires no further call starts. Events are
-    appended only when ``agent`` is a :class:`~runtime.Agent` (a plain scope has no event log).
+    appended only when ``agent`` is a :class:`~codemode.runtime.Agent` (a plain scope has no event log).
     """
     if not isinstance(calls, Sequence) or isinstance(calls, str | bytes):  # type: ignore[unreachable]
         raise TypeError(f"calls must be a sequence of ToolCallRequest, not {type(calls).__name__}")
@@ -205,9 +205,11 @@ async def execute_tool_calls(rt: ToolRuntime, calls: Sequence[ToolCallRequest], 
         if not isinstance(call, ToolCallRequest):
             raise TypeError(f"calls[{index}] must be a ToolCallRequest, not {type(call).__name__}")
     if agent is not None and not isinstance(agent, Scope):
-        raise TypeError(f"agent must be a runtime.Agent (or Scope) or None, not {type(agent).__name__}")
+        raise TypeError(
+            f"agent must be a codemode.runtime.Agent (or Scope) or None, not {type(agent).__name__}")
     if cancel is not None and not isinstance(cancel, CancelSignal):
-        raise TypeError(f"cancel must be a runtime.CancelSignal or None, not {type(cancel).__name__}")
+        raise TypeError(
+            f"cancel must be a codemode.runtime.CancelSignal or None, not {type(cancel).__name__}")
     jobs = [_TurnJob(rt, call, agent, cancel) for call in calls]
     if not jobs:
         return []
@@ -233,7 +235,7 @@ async def execute_tool_calls(rt: ToolRuntime, calls: Sequence[ToolCallRequest], 
 
 
 class Abandonable(Protocol):
-    """Tells when a program stopped waiting for a call (``sandbox.CallAbandonment`` is one).
+    """Tells when a program stopped waiting for a call (``codemode.sandbox.CallAbandonment`` is one).
 
     One that also has ``shielded = True`` says its maker already runs the call in a shielded scope;
     the lane then enters none of its own (one cancel scope less per child call).
@@ -386,7 +388,7 @@ class SubLane:
                      abandoned: Abandonable | None = None) -> ToolResult:
         """Dispatch one child call and return its committed result (errors are results, not raises).
 
-        Raises a :class:`~runtime.errors.ToolError` only when the call never produced a result of its
+        Raises a :class:`~codemode.runtime.errors.ToolError` only when the call never produced a result of its
         own: ``ToolArgsError`` for non-JSON arguments (no number consumed), and, once the run is over,
         ``AbortedBeforeDispatchError`` (``... not dispatched`` / ``... tool call abandoned``) or
         ``AbortedError`` (``... result discarded``). The caller turns these into the program's

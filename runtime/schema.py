@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
-from sandbox.lossless import dumps, is_lossless
+from codemode.sandbox.lossless import dumps, is_lossless
 
 from .errors import JsonSchemaError
 
@@ -189,7 +189,7 @@ def _check_enum_const(node: dict[str, Any], kind: str, path: _Path, out: list[st
 
 
 def ensure_supported_schema(schema: object, root: str = "schema") -> None:
-    """Raise :class:`~runtime.errors.JsonSchemaError` listing every violation, if there are any."""
+    """Raise :class:`~codemode.runtime.errors.JsonSchemaError` listing every violation, if there are any."""
     violations = check_schema(schema, root)
     if violations:
         raise JsonSchemaError(violations)

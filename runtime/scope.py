@@ -3,7 +3,7 @@
 A :class:`Scope` is identity-compared (two scopes with one name are different scopes) and may have a
 parent; its chain is itself, its parent, its grandparent, ... A scope's tools, restrictions, guards,
 presentation mode and hooks apply to it and to every descendant. An :class:`Agent` is a scope that also
-owns the agent session's append-only :class:`~runtime.events.EventLog`.
+owns the agent session's append-only :class:`~codemode.runtime.events.EventLog`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ worker and its globals between runs. Inside the worker the language half (``comp
 ``tools``.
 
 The names are imported on first use (PEP 562): the template process, which runs
-``python -c "from sandbox._template import main"``, then loads only what a worker needs (the
+``python -c "from codemode.sandbox._template import main"``, then loads only what a worker needs (the
 interpreter, the protocol, the isolation layers), not the host's side (anyio, the pydantic limits).
 """
 
@@ -85,7 +85,7 @@ _HOMES: dict[str, str] = {
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
-        raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{home}", __name__), name)
     globals()[name] = value  # (later lookups do not come back here)
     return value

@@ -2,7 +2,7 @@
 
 ``tools.NAME(...)`` and ``tools["NAME"](...)`` return an opaque awaitable; awaiting it sends one call
 through the worker's ``call_tool`` (which the program never sees) and returns the tool's value, or raises
-``ToolCallError`` when the host's handler raised :class:`~sandbox.errors.ToolCallFailure`. The proxy,
+``ToolCallError`` when the host's handler raised :class:`~codemode.sandbox.errors.ToolCallFailure`. The proxy,
 the bindings and the awaitables keep their state in ``_``-slots, which no program can read, refuse every
 write and every copy, and expose no public attribute except the declared tool names.
 """

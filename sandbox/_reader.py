@@ -8,7 +8,7 @@ hook first (which hands a call straight to an idle server task), and only the re
 Elsewhere it falls back to ``anyio.wait_readable`` per read (correct on every backend, slower: it
 registers and unregisters the descriptor around every wait).
 
-Both readers apply the frame budget through :class:`~sandbox.protocol.FrameDecoder` and stop reading
+Both readers apply the frame budget through :class:`~codemode.sandbox.protocol.FrameDecoder` and stop reading
 while :data:`_BACKLOG` decoded frames wait for the pump, so a worker that floods its channel is held
 back by the socket buffer instead of filling the host's memory.
 """

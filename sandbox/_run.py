@@ -1,11 +1,11 @@
 """One run on one worker, seen from the host: send ``run``, serve frames, decide the outcome.
 
-Everything the worker sends is hostile (see :mod:`sandbox.protocol`): frames are size-capped, strictly
-decoded and rebuilt; a malformed frame ends the run with kind ``protocol``; duplicate call ids are
-ignored; a call beyond the budget ends the run with ``call-limit``. The wall clock, the caller's cancel
-signal and the worker's death are observed here. Whatever happens, the worker is killed and reaped
-unless it is a session worker that finished cleanly; an anyio cancellation of the caller does the
-same under a shield and then propagates.
+Everything the worker sends is hostile (see :mod:`codemode.sandbox.protocol`): frames are size-capped,
+strictly decoded and rebuilt; a malformed frame ends the run with kind ``protocol``; duplicate call ids are
+ignored; a call beyond the budget ends the run with ``call-limit``. The wall clock, the caller's cancel signal
+and the worker's death are observed here. Whatever happens, the worker is killed and reaped unless it is a
+session worker that finished cleanly; an anyio cancellation of the caller does the same under a shield and
+then propagates.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ _EXIT_WAIT: Final = 2.0
 
 
 class CancelLike(Protocol):
-    """Anything with ``cancelled`` and ``async wait()`` (e.g. ``runtime.CancelSignal``)."""
+    """Anything with ``cancelled`` and ``async wait()`` (e.g. ``codemode.runtime.CancelSignal``)."""
 
     @property
     def cancelled(self) -> bool: ...
@@ -570,7 +570,7 @@ def _observe_cancel(cancel: CancelLike, state: _RunState,
     """End the run when ``cancel`` fires: returns what undoes the observation, if anything does, and
     whether a watcher task is needed.
 
-    A signal with ``on_cancel(callback) -> disposer`` (``runtime.CancelSignal``) is observed by a
+    A signal with ``on_cancel(callback) -> disposer`` (``codemode.runtime.CancelSignal``) is observed by a
     callback, which costs no task; any other is awaited by a watcher task (started by the caller).
     """
     subscribe = getattr(cancel, "on_cancel", None)

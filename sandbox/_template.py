@@ -1,13 +1,13 @@
 """The template: a pre-started process that forks one fresh worker per request.
 
-The host starts it once per :class:`~sandbox.Sandbox` as ``python -I`` from the host's interpreter, so
-it never holds host state: it imports the sandbox modules, the executor and RestrictedPython, freezes
-the heap (cheap copy-on-write forks) and then serves a control socket (``SOCK_SEQPACKET``, one JSON
-object per message):
+The host starts it once per :class:`~codemode.sandbox.Sandbox` as ``python -I`` from the host's interpreter,
+so it never holds host state: it imports the sandbox modules, the executor and RestrictedPython, freezes the
+heap (cheap copy-on-write forks) and then serves a control socket (``SOCK_SEQPACKET``, one JSON object per
+message):
 
 - host ``{op: spawn, id, layers}`` with one descriptor attached (the worker's end of a fresh
   socketpair): the template makes an empty working directory and forks; the child becomes the worker
-  (:func:`sandbox.worker.serve`), the template answers ``{op: spawned, id, pid}``;
+  (:func:`codemode.sandbox.worker.serve`), the template answers ``{op: spawned, id, pid}``;
 - host ``{op: kill, pid}``: SIGKILL to the worker's process group. Only the template reaps, so a pid it
   has not reaped yet cannot have been reused: the kill can never hit a stranger;
 - template ``{op: exited, pid, status, cpu}`` once a worker is reaped (``os.wait4`` status and CPU

@@ -70,7 +70,7 @@ class ProgramPolicyError(ProgramCompileError):
 
 @dataclass(frozen=True)
 class CompiledProgram:
-    """A program ready for :func:`sandbox.interpreter.run_program` (immutable, reusable)."""
+    """A program ready for :func:`codemode.sandbox.interpreter.run_program` (immutable, reusable)."""
 
     code: CodeType
     filename: str
@@ -154,7 +154,7 @@ class _TopLevelNames(ast.NodeVisitor):
 def _quiet() -> contextlib.AbstractContextManager[object]:
     """Silence the parser's and compiler's warnings (SyntaxWarning and the like) for one call.
 
-    A worker process ignores every warning from the start (``sandbox.worker`` installs the filter),
+    A worker process ignores every warning from the start (``codemode.sandbox.worker`` installs the filter),
     so there it skips ``catch_warnings``, which copies and restores the global filter list twice
     per program; in a host process the filters are saved and restored around the call.
     """

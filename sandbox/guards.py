@@ -8,7 +8,7 @@ Why each guard exists:
   walk attributes in C), ``string.Formatter`` field resolution, ``AttributeError.obj`` (it can hold the
   object behind a facade) and the asyncio internals that lead to the real event loop. The policy routes
   only names in :data:`GUARDED_ATTRIBUTES` / :data:`GUARDED_PREFIXES` through it; for every other literal
-  name it would be exactly ``getattr`` (see :mod:`sandbox.policy`). A refused name reads as a missing
+  name it would be exactly ``getattr`` (see :mod:`codemode.sandbox.policy`). A refused name reads as a missing
   one to ``hasattr`` (False) and to ``getattr`` with a default (the default): nothing is revealed.
 * :func:`write_guard` (``_write_``) lets a program mutate only what it created: builtin containers and
   their subclasses' instances, a few stdlib value types that are always fresh (deques, decimal contexts,

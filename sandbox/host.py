@@ -1,10 +1,11 @@
 """Host-side process control: the template process and handles on the workers it forks.
 
-:class:`TemplateProcess` starts ``python -I`` (the host's interpreter) running :mod:`sandbox._template`, keeps
-its control socket and turns the template's messages into per-worker events. :class:`WorkerHandle` is
-the host's view of one worker: its pid, the host end of its protocol channel and, once the template has
-reaped it, its wait status and CPU time. Killing goes through the template (which alone reaps, so the
-pid cannot have been reused); if the template itself is gone the host signals the group directly.
+:class:`TemplateProcess` starts ``python -I`` (the host's interpreter) running
+:mod:`codemode.sandbox._template`, keeps its control socket and turns the template's messages into per-worker
+events. :class:`WorkerHandle` is the host's view of one worker: its pid, the host end of its protocol channel
+and, once the template has reaped it, its wait status and CPU time. Killing goes through the template (which
+alone reaps, so the pid cannot have been reused); if the template itself is gone the host signals the group
+directly.
 """
 
 from __future__ import annotations
@@ -35,29 +36,41 @@ __all__ = (
     "WorkerHandle",
 )
 
-DEFAULT_EXECUTOR: Final = "sandbox.interpreter"
+DEFAULT_EXECUTOR: Final = "codemode.sandbox.interpreter"
 _MAX_MESSAGE: Final = 1 << 16
 _START_TIMEOUT: Final = 30.0
 _READY_TIMEOUT: Final = 10.0
 _READY_FRAME_BYTES: Final = 1 << 16
 _CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
 
-#: The template's entry point. It registers ``sandbox`` as a bare namespace for its submodules
-#: instead of running the package ``__init__`` (which imports lazily, but the bare namespace makes the
-#: template independent of that): the template - and so every worker - holds only the modules a
-#: worker runs, never the host-side API (anyio, the pool).
+#: The template's entry point. It registers ``codemode`` and ``codemode.sandbox`` as bare packages
+#: found at the directories the host passes (never through ``sys.path``, so a module of the same name
+#: in a working directory cannot stand in for them) instead of running their ``__init__``: the template
+#: - and so every worker - holds only the modules a worker runs, never the host-side API (anyio, the
+#: pool).
 _BOOTSTRAP: Final = """\
-import importlib.util, json, sys, types
+import json, sys, types
 sys.path[:] = json.loads(sys.argv[3])
-spec = importlib.util.find_spec("sandbox")
-package = types.ModuleType("sandbox")
-package.__path__ = list(spec.submodule_search_locations)
-package.__spec__ = spec
-package.__file__ = spec.origin
-sys.modules["sandbox"] = package
-from sandbox._template import main
-main(sys.argv[1:])
+for name, path in json.loads(sys.argv[4]):
+    package = types.ModuleType(name)
+    package.__path__ = [path]
+    package.__file__ = None
+    sys.modules[name] = package
+    if "." in name:
+        parent, _, child = name.rpartition(".")
+        setattr(sys.modules[parent], child, package)
+from codemode.sandbox._template import main
+main(sys.argv[1:3])
 """
+
+
+def _package_dirs() -> str:
+    """``[[name, directory], ...]`` of this package and its parent, for the template's bootstrap."""
+    sandbox = sys.modules[__package__ or "codemode.sandbox"]
+    parent_name = sandbox.__name__.rpartition(".")[0]
+    parent = sys.modules[parent_name]
+    return json.dumps([[parent_name, next(iter(parent.__path__))],
+                       [sandbox.__name__, next(iter(sandbox.__path__))]])
 
 
 class WorkerHandle:
@@ -213,7 +226,7 @@ class TemplateProcess:
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             command = [sys.executable, "-I", "-c", _BOOTSTRAP, str(child_end.fileno()), self.executor,
-                       json.dumps([p for p in sys.path if isinstance(p, str)])]
+                       json.dumps([p for p in sys.path if isinstance(p, str)]), _package_dirs()]
             self.process = await anyio.open_process(
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, pass_fds=(child_end.fileno(),), env={}, cwd="/")

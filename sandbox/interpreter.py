@@ -1,12 +1,12 @@
 """The in-process executor: run one compiled program and report a :class:`ProgramOutcome`.
 
-This runs *inside* the isolated worker process (:mod:`sandbox.worker`); it is the language half of the
-sandbox, never a boundary by itself. :func:`run_program` never raises for anything the program does: a
-program exception becomes ``error_kind="exception"`` with the exception's type, message and the
-program's own traceback lines (``line N, in <fn>``; host frames and host paths are left out), a
-non-lossless return value becomes ``"invalid-output"`` and a ``MemoryError`` that reaches the top
-``"memory-limit"``. Real cancellation of the caller's task propagates (after the run's helper tasks are
-cancelled); a ``CancelledError`` the program raises itself is an ordinary exception.
+This runs *inside* the isolated worker process (:mod:`codemode.sandbox.worker`); it is the language half of
+the sandbox, never a boundary by itself. :func:`run_program` never raises for anything the program does: a
+program exception becomes ``error_kind="exception"`` with the exception's type, message and the program's own
+traceback lines (``line N, in <fn>``; host frames and host paths are left out), a non-lossless return value
+becomes ``"invalid-output"`` and a ``MemoryError`` that reaches the top ``"memory-limit"``. Real cancellation
+of the caller's task propagates (after the run's helper tasks are cancelled); a ``CancelledError`` the program
+raises itself is an ordinary exception.
 
 ``print`` output goes to ``log`` one entry per completed line group: each ``print`` that ends a line
 forwards the text up to its last newline (without it); text after the last newline waits for the next
@@ -233,7 +233,7 @@ async def run_program(compiled: CompiledProgram, *, tool_names: Sequence[str],
 
     ``globals_`` is the program's global namespace; pass the same dict to successive runs for notebook
     semantics (top-level names persist). ``call_tool(name, args)`` serves ``await tools.NAME(...)``; a
-    :class:`~sandbox.errors.ToolCallFailure` it raises reaches the program as ``ToolCallError``.
+    :class:`~codemode.sandbox.errors.ToolCallFailure` it raises reaches the program as ``ToolCallError``.
     """
     namespace: dict[str, Any] = {} if globals_ is None else globals_
     printer = _Printer(log, log_cap_bytes)

@@ -17,11 +17,12 @@ unknown node types, ...). On top of it:
 
 Guard rewrites that are provably no-ops are left out (the generated code is then plain CPython):
 
-* **Attribute loads** ``a.b`` stay native unless ``b`` is in :data:`sandbox.guards.GUARDED_ATTRIBUTES` or
-  starts with one of :data:`sandbox.guards.GUARDED_PREFIXES`. For every other literal name the guarded
-  ``_getattr_(a, "b")`` performs no check that can fail (``_``-names and ``INSPECT_ATTRIBUTES`` are
-  compile-time errors here, and every runtime check in :func:`sandbox.guards.guarded_getattr` is keyed
-  on a name in the guarded set) and then returns ``getattr(a, "b")``, which is what ``LOAD_ATTR`` does.
+* **Attribute loads** ``a.b`` stay native unless ``b`` is in
+  :data:`codemode.sandbox.guards.GUARDED_ATTRIBUTES` or starts with one of
+  :data:`codemode.sandbox.guards.GUARDED_PREFIXES`. For every other literal name the guarded ``_getattr_(a,
+  "b")`` performs no check that can fail (``_``-names and ``INSPECT_ATTRIBUTES`` are compile-time errors here,
+  and every runtime check in :func:`codemode.sandbox.guards.guarded_getattr` is keyed on a name in the guarded
+  set) and then returns ``getattr(a, "b")``, which is what ``LOAD_ATTR`` does.
 * **Subscript loads** ``a[k]`` stay native: the item hook would be ``operator.getitem``, which is exactly
   ``BINARY_SUBSCR``. Nothing the sandbox hands in exposes privileged objects through ``__getitem__``.
 * **Iteration** (``for`` targets, comprehensions, tuple unpacking in ``for``/assignments/``with``) stays
@@ -89,7 +90,7 @@ class ProgramPolicy(RestrictingNodeTransformer):
     """RestrictedPython's policy with async functions, program-level rules and native fast paths.
 
     Diagnostics are collected as ``(line, message)`` pairs in :attr:`diagnostics`; the compiler turns
-    them into one error. The policy expects the module produced by :mod:`sandbox.compiler`: a single
+    them into one error. The policy expects the module produced by :mod:`codemode.sandbox.compiler`: a single
     ``async def`` named :data:`ENTRY_NAME` whose body is the program.
     """
 
@@ -373,7 +374,7 @@ class ProgramPolicy(RestrictingNodeTransformer):
         """Turn ``_write_(n).a = v`` into ``(n if type(n) in WRITABLE else _write_(n)).a = v``.
 
         Only for a plain name ``n`` (evaluating a name twice has no side effects). The test is the
-        first branch of :func:`sandbox.guards.write_guard` (which returns ``n`` itself exactly then),
+        first branch of :func:`codemode.sandbox.guards.write_guard` (which returns ``n`` itself exactly then),
         so the statement behaves the same while skipping a Python call for the common case.
         """
         call = node.value

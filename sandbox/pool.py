@@ -1,6 +1,6 @@
 """The public host-side object: :class:`Sandbox`, an async context manager owning a warm worker supply.
 
-Entering a sandbox starts one template process (:mod:`sandbox._template`) and keeps ``warm`` workers
+Entering a sandbox starts one template process (:mod:`codemode.sandbox._template`) and keeps ``warm`` workers
 forked and ready ahead of demand, so a run never waits for a fork or for the isolation set-up. Each
 one-shot run takes a fresh worker, which exits after its ``done`` frame; nothing survives from one run
 to the next. Runs are concurrency-safe: every run has its own worker. A persistent session
@@ -43,7 +43,7 @@ class Sandbox:
 
     ``limits`` are the default budgets of every run (a run may pass its own). ``warm`` workers are kept
     forked and ready. ``executor`` names the module the workers run programs with (it must define
-    ``compile_program`` and ``run_program``; the default is :mod:`sandbox.interpreter`). ``layers``
+    ``compile_program`` and ``run_program``; the default is :mod:`codemode.sandbox.interpreter`). ``layers``
     restricts the optional isolation layers to attempt (default: all of ``netns``, ``uid``,
     ``no-new-privs``, ``seccomp``); the layers actually active are reported per run.
     """

@@ -5,8 +5,8 @@ object with a ``type``. The channel is a dedicated socket (never stdout), so pro
 corrupt it; but the program may own the worker, so **every frame from the worker is hostile**:
 
 - the length header is checked against the frame budget before a byte of the body is buffered;
-- the body is decoded strictly (:func:`sandbox.lossless.loads`: no NaN/Infinity, no -0.0, no duplicate
-  keys, exact integers, bounded nesting);
+- the body is decoded strictly (:func:`codemode.sandbox.lossless.loads`: no NaN/Infinity, no -0.0, no
+  duplicate keys, exact integers, bounded nesting);
 - the object is validated and rebuilt field by field into a frozen frame value; unknown fields never
   survive, and anything malformed raises :class:`ProtocolViolation`, which the host turns into a run
   failure of kind ``protocol`` - never into an exception of its own.
@@ -124,7 +124,7 @@ def encode_frame(frame: dict[str, Any], *, validate: bool = True) -> bytes:
     return HEADER.pack(len(body)) + body
 
 
-#: The host's ``wake`` frame, encoded once (see :meth:`sandbox.Sandbox.prewake`).
+#: The host's ``wake`` frame, encoded once (see :meth:`codemode.sandbox.Sandbox.prewake`).
 WAKE_FRAME: Final = encode_frame({"type": "wake"})
 
 

@@ -40,7 +40,7 @@ class RunStats:
 
     ``wall_ms`` is host-measured from the request to the result; ``cpu_ms`` is the worker's CPU time
     as reported by the kernel when the worker was reaped (``None`` while a session worker lives on);
-    ``isolation`` names the layers that were active in the worker (see :mod:`sandbox._isolate`);
+    ``isolation`` names the layers that were active in the worker (see :mod:`codemode.sandbox._isolate`);
     ``session_restarted`` is true when a session's previous worker had died and this run started a
     fresh one with empty globals.
     """

@@ -1,6 +1,6 @@
 """Persistent sessions: successive programs share one worker process and its globals, like a notebook.
 
-A session is opt-in (:meth:`sandbox.Sandbox.open_session`). Its worker is taken from the warm supply
+A session is opt-in (:meth:`codemode.sandbox.Sandbox.open_session`). Its worker is taken from the warm supply
 at the first run and kept alive between runs; it is still a separate, isolated process (other runs and
 other sessions have their own), and every run gets the same per-run budgets. Runs of one session are
 serialised. When a run ends in a way that kills the worker (timeout, CPU or memory exhaustion, protocol
@@ -56,7 +56,7 @@ class SandboxSession:
         return worker.pid if worker is not None and worker.alive else None
 
     def prewake(self) -> None:
-        """Wake the session's worker ahead of its next run, as :meth:`sandbox.Sandbox.prewake` does.
+        """Wake the session's worker ahead of its next run, as :meth:`codemode.sandbox.Sandbox.prewake` does.
 
         Never blocks; does nothing while a run is in flight or before the first run. Should the
         frame go out only in part (never seen: the channel is empty between runs), the worker is

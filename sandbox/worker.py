@@ -1,12 +1,12 @@
 """The worker: the child side of one isolated run (or of one persistent session).
 
-A worker is forked by the template (:mod:`sandbox._template`) with its protocol channel as the only
-descriptor it keeps. It isolates itself (:mod:`sandbox._isolate`), creates its event loop, installs the
-seccomp filter, says ``ready`` and waits for a ``run`` frame. It then applies the run's CPU and
-address-space budgets, compiles and runs the program with the in-process executor, streams ``log``
-frames as output happens, turns every ``tools.NAME(...)`` call into a ``call`` frame answered by a
-``reply`` and ends with one ``done`` frame. A one-shot worker exits right after ``done``; a session
-worker keeps its globals and waits for the next ``run``.
+A worker is forked by the template (:mod:`codemode.sandbox._template`) with its protocol channel as the only
+descriptor it keeps. It isolates itself (:mod:`codemode.sandbox._isolate`), creates its event loop, installs
+the seccomp filter, says ``ready`` and waits for a ``run`` frame. It then applies the run's CPU and
+address-space budgets, compiles and runs the program with the in-process executor, streams ``log`` frames as
+output happens, turns every ``tools.NAME(...)`` call into a ``call`` frame answered by a ``reply`` and ends
+with one ``done`` frame. A one-shot worker exits right after ``done``; a session worker keeps its globals and
+waits for the next ``run``.
 
 Nothing here trusts the program: the value it returns is checked (lossless, nesting, size) before it is
 sent, and a failure to send or allocate ends the process with a status the host can classify.
@@ -428,4 +428,4 @@ def serve(channel_fd: int, config: WorkerConfig) -> NoReturn:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit("sandbox.worker is started by the sandbox template, not directly")
+    sys.exit("codemode.sandbox.worker is started by the sandbox template, not directly")

@@ -12,13 +12,13 @@ runtime's definition types.
 
 from __future__ import annotations
 
-from sdk._schema import python_type as python_type
-from sdk.check import Diagnostic as Diagnostic
-from sdk.check import check_program as check_program
-from sdk.prompt import render_python_sdk as render_python_sdk
-from sdk.signature import ToolSignature as ToolSignature
-from sdk.stubs import render_stub_module as render_stub_module
-from sdk.stubs import write_stub_package as write_stub_package
+from codemode.sdk._schema import python_type as python_type
+from codemode.sdk.check import Diagnostic as Diagnostic
+from codemode.sdk.check import check_program as check_program
+from codemode.sdk.prompt import render_python_sdk as render_python_sdk
+from codemode.sdk.signature import ToolSignature as ToolSignature
+from codemode.sdk.stubs import render_stub_module as render_stub_module
+from codemode.sdk.stubs import write_stub_package as write_stub_package
 
 __all__ = (
     "Diagnostic",

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import groupby
 
-from sdk._schema import ClassNamer, RootType, class_base, render_root
-from sdk._text import camel_case, is_method_name, utf16_key
-from sdk.signature import ToolSignature
+from codemode.sdk._schema import ClassNamer, RootType, class_base, render_root
+from codemode.sdk._text import camel_case, is_method_name, utf16_key
+from codemode.sdk.signature import ToolSignature
 
 __all__ = ("Declarations", "ToolDeclaration", "declare", "tool_camel")
 
@@ -121,7 +121,7 @@ def _ordered(signatures: Iterable[ToolSignature]) -> list[ToolSignature]:
 def declare(signatures: Iterable[ToolSignature], *, checker: bool = False) -> Declarations:
     """Build the declaration model; byte-stable for the same set of tools in any order.
 
-    ``checker=True`` builds the variant for type checkers (see :func:`sdk._schema.render_root`).
+    ``checker=True`` builds the variant for type checkers (see :func:`codemode.sdk._schema.render_root`).
 
     A second signature with an already-seen name is ignored (a runtime never holds two).
     """

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from sdk._text import (
+from codemode.sdk._text import (
     HARD_KEYWORDS,
     camel_case,
     cap_utf16,
@@ -246,7 +246,7 @@ def field_comment(schema: object) -> str:
     """The comment for a field: its description, then folded constraints in parentheses ("" for none).
 
     ``{"description": "The port.", "minimum": 1, "maximum": 65535}`` -> ``The port. (minimum: 1,
-    maximum: 65535)``. The result is one safe line (see :func:`sdk._text.comment_text`).
+    maximum: 65535)``. The result is one safe line (see :func:`codemode.sdk._text.comment_text`).
     """
     if not isinstance(schema, Mapping):
         return ""

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from sdk.signature import ToolSignature
-from sdk.stubs import STUB_MODULE, render_stub_module
+from codemode.sdk.signature import ToolSignature
+from codemode.sdk.stubs import STUB_MODULE, render_stub_module
 
 __all__ = ("HEADER_LINES", "Diagnostic", "check_program", "default_cache_dir")
 

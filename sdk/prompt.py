@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sdk._declarations import Declarations, declare
-from sdk._text import comment_text, docstring_text, json_quote
-from sdk.signature import ToolSignature
+from codemode.sdk._declarations import Declarations, declare
+from codemode.sdk._text import comment_text, docstring_text, json_quote
+from codemode.sdk.signature import ToolSignature
 
 __all__ = ("ERROR_CODES", "INSTRUCTIONS", "render_declaration", "render_python_sdk")
 
@@ -96,7 +96,7 @@ def render_declaration(declarations: Declarations) -> str:
 def render_python_sdk(signatures: Iterable[ToolSignature]) -> str:
     """The whole ``tools:sdk`` section for ``signatures`` (instructions, blank line, fenced declaration).
 
-    Never raises: schemas that cannot be expressed degrade node by node (see :mod:`sdk._schema`).
+    Never raises: schemas that cannot be expressed degrade node by node (see :mod:`codemode.sdk._schema`).
     """
     declaration = render_declaration(declare(signatures))
     return f"{INSTRUCTIONS}\n\n```python\n{declaration}\n```"

@@ -1,7 +1,7 @@
 """The ``tools.pyi`` stub module and the PEP 561 stub package for editors and type checkers.
 
 The stub declares the same ``ToolCallError`` and ``TypedDict`` classes as the prompt section (one
-declaration model, :func:`sdk._declarations.declare`), but shapes ``Tools`` for a checker rather than
+declaration model, :func:`codemode.sdk._declarations.declare`), but shapes ``Tools`` for a checker rather than
 for a reader:
 
 * each tool is an attribute typed by a private callable protocol (``_ReadFileCall``) whose ``__call__``
@@ -21,11 +21,11 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from sdk._declarations import Declarations, ToolDeclaration, declare
-from sdk._schema import ClassNamer, RootType
-from sdk._text import docstring_text, json_quote
-from sdk.prompt import ERROR_CODES
-from sdk.signature import ToolSignature
+from codemode.sdk._declarations import Declarations, ToolDeclaration, declare
+from codemode.sdk._schema import ClassNamer, RootType
+from codemode.sdk._text import docstring_text, json_quote
+from codemode.sdk.prompt import ERROR_CODES
+from codemode.sdk.signature import ToolSignature
 
 __all__ = ("STUB_MODULE", "STUB_PACKAGE", "render_stub_module", "write_stub_package")
 

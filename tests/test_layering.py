@@ -1,4 +1,5 @@
-"""The import direction between the four packages is part of the design and is checked here."""
+"""The import direction between the four subpackages of ``codemode`` is part of the design and is checked
+here."""
 
 from __future__ import annotations
 
@@ -38,12 +39,18 @@ def test_package_imports_only_what_its_layer_allows(package: str) -> None:
     """It refuses imports that point up or across the layering."""
     offending = []
     for path in _sources(package):
-        for name in _imports(path):
+        for full_name in _imports(path):
+            if full_name.split(".")[0] in PACKAGES:
+                offending.append(f"{path.relative_to(ROOT)} imports {full_name} (not under codemode)")
+                continue
+            if not full_name.startswith("codemode."):
+                continue
+            name = full_name.removeprefix("codemode.")
             top = name.split(".")[0]
             if top not in PACKAGES or top == package:
                 continue
             allowed = ALLOWED[package]
             if top in allowed or any(name == m or name.startswith(m + ".") for m in allowed):
                 continue
-            offending.append(f"{path.relative_to(ROOT)} imports {name}")
+            offending.append(f"{path.relative_to(ROOT)} imports {full_name}")
     assert offending == []

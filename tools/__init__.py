@@ -30,7 +30,7 @@ from .workspace import workspace_tools as workspace_tools
 
 _LAZY = dict.fromkeys(
     ("McpBridge", "UpstreamServer", "add_serve_arguments", "parse_upstream", "run_serve", "serve_stdio"),
-    "tools.mcp_bridge")
+    "codemode.tools.mcp_bridge")
 
 __all__ = (  # noqa: RUF022 (plain sorted order, as tests/test_public_api.py checks)
     "McpBridge",
@@ -60,7 +60,7 @@ __all__ = (  # noqa: RUF022 (plain sorted order, as tests/test_public_api.py che
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'tools' has no attribute {name!r}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -1,6 +1,6 @@
 """``codemode run`` helpers: live progress on stderr, the child-call table and the ``--json`` shape.
 
-Kept apart from :mod:`tools.cli` so the parser module stays small; nothing here parses arguments.
+Kept apart from :mod:`codemode.tools.cli` so the parser module stays small; nothing here parses arguments.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from runtime import Agent, ToolCall, ToolContext, ToolResult
-from sandbox import RunResult
-from sandbox.lossless import thaw
+from codemode.runtime import Agent, ToolCall, ToolContext, ToolResult
+from codemode.sandbox import RunResult
+from codemode.sandbox.lossless import thaw
 
 __all__ = ("RunReport", "dispatch_rows", "format_table", "run_json")
 

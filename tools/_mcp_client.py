@@ -1,5 +1,5 @@
-"""Client side of the MCP bridge: upstream server specs and :class:`McpBridge` (see :mod:`tools.mcp_bridge`
-for the value shape, the error mapping and the naming rules)."""
+"""Client side of the MCP bridge: upstream server specs and :class:`McpBridge` (see
+:mod:`codemode.tools.mcp_bridge` for the value shape, the error mapping and the naming rules)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from runtime.definitions import ToolDefinition
-from runtime.errors import UsageError
+from codemode.runtime.definitions import ToolDefinition
+from codemode.runtime.errors import UsageError
 
 from ._mcp_convert import bridged_definition
 from ._mcp_names import assign_tool_names, server_slug, unique_server_names
@@ -41,7 +41,7 @@ class UpstreamServer:
 def parse_upstream(spec: str) -> UpstreamServer:
     """Parse ``"[name=]CMD ARGS..."`` (shell quoting rules) into an :class:`UpstreamServer`.
 
-    Raises :class:`runtime.UsageError` for an empty spec, unbalanced quotes or a bad name.
+    Raises :class:`codemode.runtime.UsageError` for an empty spec, unbalanced quotes or a bad name.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise UsageError("--upstream needs a command, e.g. --upstream 'fs=npx -y some-mcp-server .'")
@@ -86,7 +86,7 @@ class McpBridge:
     already registered (so a collision with a native tool is resolved by prefixing the upstream one).
     ``connect_timeout_s`` bounds each server's start, handshake and tool listing; ``call_timeout_s``
     (None: unbounded) bounds each forwarded call. ``errlog`` receives the servers' stderr (default this
-    process's stderr). Failing to start or initialise any upstream raises :class:`runtime.UsageError`
+    process's stderr). Failing to start or initialise any upstream raises :class:`codemode.runtime.UsageError`
     after closing the ones already started.
     """
 

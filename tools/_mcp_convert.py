@@ -1,8 +1,8 @@
 """Conversions between MCP wire objects and codemode values (no I/O here).
 
-* upstream ``Tool`` + session -> raw :class:`runtime.ToolDefinition` (:func:`bridged_definition`);
-* upstream ``CallToolResult`` -> the bridged tool's value, or a :class:`runtime.ToolError`;
-* codemode :class:`runtime.ToolResult` -> MCP ``CallToolResult`` for ``codemode serve``.
+* upstream ``Tool`` + session -> raw :class:`codemode.runtime.ToolDefinition` (:func:`bridged_definition`);
+* upstream ``CallToolResult`` -> the bridged tool's value, or a :class:`codemode.runtime.ToolError`;
+* codemode :class:`codemode.runtime.ToolResult` -> MCP ``CallToolResult`` for ``codemode serve``.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import anyio
 import mcp_types as types
 from mcp_types.jsonrpc import CONNECTION_CLOSED
 
-from runtime.definitions import ToolDefinition, ToolOutput, raw_tool
-from runtime.errors import ToolArgsError, ToolError, ToolExecutionError
-from runtime.results import ToolResult
-from runtime.schema import check_schema
-from sandbox.lossless import dumps, is_lossless, thaw
+from codemode.runtime.definitions import ToolDefinition, ToolOutput, raw_tool
+from codemode.runtime.errors import ToolArgsError, ToolError, ToolExecutionError
+from codemode.runtime.results import ToolResult
+from codemode.runtime.schema import check_schema
+from codemode.sandbox.lossless import dumps, is_lossless, thaw
 
 __all__ = (  # noqa: RUF022 (plain sorted order, as tests/test_public_api.py checks for packages)
     "CallUpstream",

@@ -1,9 +1,9 @@
 """Server side of the MCP bridge: ``codemode serve``, a Model Context Protocol server on stdio.
 
 One server connection is one agent session: every ``tools/call`` is run as a one-call model turn of the
-session's agent (``runtime.scheduler.execute_tool_calls``, i.e. ``rt.execute`` plus the ``tool/call`` and
-``tool/result`` events), so hooks, guards, approval and the agent's event log apply exactly as for a
-model turn; ``--events FILE`` writes that log as JSON lines when the session ends.
+session's agent (``codemode.runtime.scheduler.execute_tool_calls``, i.e. ``rt.execute`` plus the ``tool/call``
+and ``tool/result`` events), so hooks, guards, approval and the agent's event log apply exactly as for a model
+turn; ``--events FILE`` writes that log as JSON lines when the session ends.
 
 What is offered follows the runtime's mode for that agent (``code``: ``run_code`` only; ``both``: the
 native tools plus ``run_code``; ``native``: the native tools), because the tool list *is* the assembled
@@ -37,10 +37,10 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
-from runtime import Agent, ToolDefinition, ToolRuntime, UsageError
-from runtime.prompt import SDK_SECTION
-from runtime.scheduler import ToolCallRequest, execute_tool_calls
-from sandbox.lossless import thaw
+from codemode.runtime import Agent, ToolDefinition, ToolRuntime, UsageError
+from codemode.runtime.prompt import SDK_SECTION
+from codemode.runtime.scheduler import ToolCallRequest, execute_tool_calls
+from codemode.sandbox.lossless import thaw
 
 from ._mcp_client import McpBridge, parse_upstream
 from ._mcp_convert import to_call_tool_result
@@ -143,8 +143,8 @@ async def serve_stdio(rt: ToolRuntime, *, agent: Agent | None = None, name: str 
                       version: str = "") -> None:
     """Serve ``rt`` as an MCP server on this process's stdin/stdout until the client disconnects.
 
-    ``agent`` is the session's agent (a fresh ``runtime.Agent("mcp")`` when None): one server connection
-    is one agent session.
+    ``agent`` is the session's agent (a fresh ``codemode.runtime.Agent("mcp")`` when None): one server
+    connection is one agent session.
     """
     if agent is None:
         agent = Agent("mcp")
@@ -193,9 +193,10 @@ def _code_runtime(mode: str) -> Any:
     if mode == "native":
         return None
     try:
-        module = importlib.import_module("tools.run_code")
+        module = importlib.import_module("codemode.tools.run_code")
     except ImportError as exc:
-        raise UsageError(f'--mode {mode} needs tools.run_code, which is not available: {exc}') from None
+        raise UsageError(
+            f"--mode {mode} needs codemode.tools.run_code, which is not available: {exc}") from None
     return module.PythonCodeRuntime()
 
 

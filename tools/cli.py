@@ -26,13 +26,13 @@ from typing import Any
 
 import anyio
 
-from runtime import Agent, CodemodeError, ToolCallRequest, ToolDefinition, ToolRuntime, UsageError
-from sandbox.lossless import LosslessJsonError, loads
+from codemode.runtime import Agent, CodemodeError, ToolCallRequest, ToolDefinition, ToolRuntime, UsageError
+from codemode.sandbox.lossless import LosslessJsonError, loads
 
 __all__ = ("CliUsageError", "load_toolset", "main", "open_runtime")
 
 MODES = ("native", "code", "both")
-CODE_RUNTIME = "tools.run_code:PythonCodeRuntime"
+CODE_RUNTIME = "codemode.tools.run_code:PythonCodeRuntime"
 
 
 class CliUsageError(Exception):
@@ -83,7 +83,8 @@ def _code_runtime(mode: str, **options: Any) -> Any:
 @contextlib.asynccontextmanager
 async def open_runtime(mode: str = "native", toolset: str | None = None, *, workspace: str | Path = ".",
                        code_options: dict[str, Any] | None = None) -> AsyncIterator[ToolRuntime]:
-    """A :class:`~runtime.ToolRuntime` in ``mode`` with ``toolset`` registered (code runtime if needed).
+    """A :class:`~codemode.runtime.ToolRuntime` in ``mode`` with ``toolset`` registered (code runtime if
+    needed).
 
     ``code_options`` are keyword arguments for the code runtime (limits, observers).
     """
@@ -214,7 +215,7 @@ def _add_run(subparsers: Any) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from sandbox import SandboxLimits
+    from codemode.sandbox import SandboxLimits
 
     from ._cli_run import RunReport, default_progress, format_table, run_json
 
@@ -268,7 +269,7 @@ def _add_sdk(subparsers: Any) -> None:
 
 
 def _cmd_sdk(args: argparse.Namespace) -> int:
-    from sdk import render_python_sdk, write_stub_package
+    from codemode.sdk import render_python_sdk, write_stub_package
 
     signatures = _signatures(args)
     if args.out is None:
@@ -290,7 +291,7 @@ def _add_check(subparsers: Any) -> None:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from sdk import check_program
+    from codemode.sdk import check_program
 
     program = _read_program(args.program)
     diagnostics = check_program(program, _signatures(args))
@@ -320,7 +321,7 @@ _COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace],
 #: Subcommands implemented elsewhere, imported only when selected (their imports can be heavy):
 #: name -> (module, "add_arguments(parser)" function, "async run(args) -> exit code" function, help).
 _LAZY_COMMANDS: dict[str, tuple[str, str, str, str]] = {
-    "serve": ("tools.mcp_bridge", "add_serve_arguments", "run_serve",
+    "serve": ("codemode.tools.mcp_bridge", "add_serve_arguments", "run_serve",
               "offer the tools (or run_code) as an MCP server on stdio"),
 }
 

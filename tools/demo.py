@@ -1,7 +1,7 @@
 """The built-in demo tools: small, deterministic, and enough to exercise every scheduling path.
 
 ``demo_tools()`` builds a fresh set each call, so per-runtime state (the counter) never leaks between
-runtimes: register one set per :class:`~runtime.ToolRuntime`.
+runtimes: register one set per :class:`~codemode.runtime.ToolRuntime`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from runtime import ToolContext, ToolDefinition, ToolExecutionError, ToolOutput, define_tool
+from codemode.runtime import ToolContext, ToolDefinition, ToolExecutionError, ToolOutput, define_tool
 
 __all__ = ("demo_tools",)
 

@@ -2,7 +2,7 @@
 
 Client side (``codemode serve --upstream``): :class:`McpBridge` is an async context manager that spawns
 each upstream MCP server (stdio), initialises a client session with the official ``mcp`` SDK, lists its
-tools and turns every one into a *raw* :class:`runtime.ToolDefinition`:
+tools and turns every one into a *raw* :class:`codemode.runtime.ToolDefinition`:
 
 * parameters are the upstream's input schema as given (``$schema`` dropped); the upstream validates its
   own input, so the registry does not;
@@ -35,7 +35,7 @@ bridge: bridge.register(rt)``), so the sessions close before the runtime does; a
 closed session is an error result ("no longer connected"), never a hang.
 
 Server side (``codemode serve``): :func:`serve_stdio` offers a runtime's tools over MCP stdio;
-:func:`add_serve_arguments` and :func:`run_serve` are the CLI entry (see :mod:`tools._mcp_server`).
+:func:`add_serve_arguments` and :func:`run_serve` are the CLI entry (see :mod:`codemode.tools._mcp_server`).
 """
 
 from __future__ import annotations

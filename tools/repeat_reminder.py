@@ -27,15 +27,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from runtime.errors import ConfigError
-from runtime.hooks import Accept, Block, PostDecision
-from runtime.scope import Scope
-from sandbox.lossless import LosslessJsonError, canonical_dumps
+from codemode.runtime.errors import ConfigError
+from codemode.runtime.hooks import Accept, Block, PostDecision
+from codemode.runtime.scope import Scope
+from codemode.sandbox.lossless import LosslessJsonError, canonical_dumps
 
 if TYPE_CHECKING:
-    from runtime._runtime import ToolRuntime
-    from runtime.pipeline import ToolCall
-    from runtime.results import ToolResult
+    from codemode.runtime._runtime import ToolRuntime
+    from codemode.runtime.pipeline import ToolCall
+    from codemode.runtime.results import ToolResult
 
 __all__ = ("DEFAULT_THRESHOLDS", "PLUGIN_NAME", "RepeatReminder", "install_repeat_reminder")
 
@@ -187,7 +187,7 @@ def install_repeat_reminder(rt: ToolRuntime, *, thresholds: Sequence[int] = DEFA
 
     ``include``/``exclude`` are tool-name patterns where ``*`` matches any run of characters and every
     other character is literal (anchored); an empty ``include`` tracks every tool. Invalid configuration
-    raises :class:`~runtime.errors.ConfigError` listing every problem.
+    raises :class:`~codemode.runtime.errors.ConfigError` listing every problem.
     """
     problems: list[str] = []
     checked = _check_thresholds(thresholds, problems)

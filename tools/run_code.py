@@ -5,12 +5,12 @@ program runs in the sandbox (a RestrictedPython interpreter inside an isolated w
 exactly two host names, ``tools`` and ``ToolCallError``. Every ``await tools.NAME(...)`` becomes a *child
 dispatch*: a call through the very same five-stage pipeline as a model-level call, numbered
 ``<outer call id>:code:<n>``, carrying the outer call's execution token as its parent, scheduled on the
-run's own ordered lane (:func:`runtime.scheduler.open_sub_lane`).
+run's own ordered lane (:func:`codemode.runtime.scheduler.open_sub_lane`).
 
 :class:`PythonCodeRuntime` is the runtime's ``code_runtime`` seam: it builds the ``run_code`` definition
-for a :class:`~runtime.ToolRuntime` and renders the ``tools:sdk`` prompt section from the same visible set
-that the program's bindings come from (``rt.code_visible(agent)``), so the prompt never declares a tool the
-program cannot call, nor hides one it can.
+for a :class:`~codemode.runtime.ToolRuntime` and renders the ``tools:sdk`` prompt section from the same
+visible set that the program's bindings come from (``rt.code_visible(agent)``), so the prompt never declares a
+tool the program cannot call, nor hides one it can.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
-from runtime import (
+from codemode.runtime import (
     Agent,
     CodeRunFailedError,
     Scope,
@@ -33,8 +33,8 @@ from runtime import (
     define_tool,
     text_block,
 )
-from runtime.scheduler import open_sub_lane
-from sandbox import (
+from codemode.runtime.scheduler import open_sub_lane
+from codemode.sandbox import (
     CallAbandonment,
     CooperativeCallTool,
     RunResult,
@@ -43,8 +43,8 @@ from sandbox import (
     SandboxSession,
     ToolCallFailure,
 )
-from sandbox.lossless import JsonValue, dumps
-from sdk import ToolSignature, render_python_sdk
+from codemode.sandbox.lossless import JsonValue, dumps
+from codemode.sdk import ToolSignature, render_python_sdk
 
 __all__ = (
     "CODE_DESCRIPTION",
@@ -134,8 +134,8 @@ RunObserver = Callable[[ToolContext, RunResult], None]
 class PythonCodeRuntime:
     """The Python code runtime: ``ToolRuntime(mode="code", code_runtime=PythonCodeRuntime())``.
 
-    It owns a :class:`sandbox.Sandbox` (a warm supply of isolated workers) unless one is passed in, and
-    must be entered before programs run: outside the runtime that uses it, or tied to it::
+    It owns a :class:`codemode.sandbox.Sandbox` (a warm supply of isolated workers) unless one is passed in,
+    and must be entered before programs run: outside the runtime that uses it, or tied to it::
 
         async with PythonCodeRuntime() as code_runtime, ToolRuntime("code", code_runtime=code_runtime) as rt:
             ...
@@ -149,7 +149,8 @@ class PythonCodeRuntime:
     ``persistent_sessions=True`` each agent keeps one sandbox session, so variables survive between its
     ``run_code`` calls (like a notebook); the agent's event log records the session (``code/session``).
     ``on_log`` observes each printed line as it arrives (the CLI streams them); ``on_run`` observes each
-    finished run's :class:`sandbox.RunResult` (failure kind, logs, stats) before it becomes a tool result.
+    finished run's :class:`codemode.sandbox.RunResult` (failure kind, logs, stats) before it becomes a tool
+    result.
     """
 
     language = "python"

@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from runtime.cancel import CancelSource
-from runtime.errors import AbortedError, ToolStalledError, ToolTimeoutError
-from runtime.results import ToolResult
-from runtime.scope import Agent
+from codemode.runtime.cancel import CancelSource
+from codemode.runtime.errors import AbortedError, ToolStalledError, ToolTimeoutError
+from codemode.runtime.results import ToolResult
+from codemode.runtime.scope import Agent
 
 if TYPE_CHECKING:
-    from runtime._runtime import ToolRuntime
-    from runtime.pipeline import ToolCall
+    from codemode.runtime._runtime import ToolRuntime
+    from codemode.runtime.pipeline import ToolCall
 
 __all__ = ("DEFAULT_GRACE_MS", "TOOL_STALLED_EVENT", "TimeoutPolicy", "install_timeout_policy")
 

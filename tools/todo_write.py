@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from runtime.definitions import ToolDefinition, ToolOutput, define_tool
-from runtime.errors import ToolArgsError, ToolExecutionError
-from runtime.events import TODO_WRITE, Event
-from runtime.scope import Agent
-from sandbox.lossless import thaw
+from codemode.runtime.definitions import ToolDefinition, ToolOutput, define_tool
+from codemode.runtime.errors import ToolArgsError, ToolExecutionError
+from codemode.runtime.events import TODO_WRITE, Event
+from codemode.runtime.scope import Agent
+from codemode.sandbox.lossless import thaw
 
 __all__ = ("STATUSES", "TURN_START", "latest_todos", "todo_write_tool")
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from runtime import ToolDefinition, UsageError
+from codemode.runtime import ToolDefinition, UsageError
 
 from .demo import demo_tools
 from .todo_write import todo_write_tool
@@ -27,7 +27,8 @@ def default_toolset(workspace: str | Path = ".") -> list[ToolDefinition]:
 def _resolve(spec: str) -> tuple[Any, str]:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise UsageError(f"--toolset {spec!r} must look like MODULE:ATTR, e.g. tools.demo:demo_tools")
+        raise UsageError(
+            f"--toolset {spec!r} must look like MODULE:ATTR, e.g. codemode.tools.demo:demo_tools")
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:
@@ -42,7 +43,7 @@ def _resolve(spec: str) -> tuple[Any, str]:
 def load_toolset(spec: str) -> list[ToolDefinition]:
     """The definitions named by ``module:attr``: a definition list, or a callable returning one.
 
-    Raises :class:`runtime.UsageError` with a message naming the spec and what is wrong with it.
+    Raises :class:`codemode.runtime.UsageError` with a message naming the spec and what is wrong with it.
     """
     target, attr = _resolve(spec)
     if callable(target) and not isinstance(target, ToolDefinition):

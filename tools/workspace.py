@@ -21,9 +21,10 @@ and bind mounts. Special files (FIFOs, devices, sockets) are refused, never open
 
 Reads are concurrency-safe; writes are exclusive. Both declare resource claims (the normalised path read
 or written), so a scheduler that honours claims may overlap writes to different files; ``list_files`` and
-``grep`` read the whole tree and conflict with every write. Every failure is a :class:`runtime.ToolError`
-with a message that says what was wrong and what to do: confinement violations are ``DENIED``,
-malformed arguments ``INVALID_ARGS``, everything else (missing file, too large, not text) ``TOOL_FAILED``.
+``grep`` read the whole tree and conflict with every write. Every failure is a
+:class:`codemode.runtime.ToolError` with a message that says what was wrong and what to do: confinement
+violations are ``DENIED``, malformed arguments ``INVALID_ARGS``, everything else (missing file, too large, not
+text) ``TOOL_FAILED``.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ from typing import Any
 
 import anyio
 
-from runtime.definitions import ResourceClaims, ToolDefinition, ToolOutput, define_tool
-from runtime.errors import ToolArgsError, ToolDeniedError, ToolError, ToolExecutionError, UsageError
+from codemode.runtime.definitions import ResourceClaims, ToolDefinition, ToolOutput, define_tool
+from codemode.runtime.errors import ToolArgsError, ToolDeniedError, ToolError, ToolExecutionError, UsageError
 
 __all__ = (
     "DEFAULT_LIMITS",
@@ -204,9 +205,9 @@ class Workspace:
     """File operations confined to ``root``; the engine behind the workspace tools.
 
     The root is resolved once, at construction, and must be an existing directory (otherwise
-    :class:`runtime.UsageError`). Methods are synchronous and raise :class:`runtime.ToolError`; the tool
-    bodies run them in a worker thread. Concurrent writes are safe without a lock: each one is an atomic
-    rename, so the last one wins and no reader sees a mixture.
+    :class:`codemode.runtime.UsageError`). Methods are synchronous and raise
+    :class:`codemode.runtime.ToolError`; the tool bodies run them in a worker thread. Concurrent writes are
+    safe without a lock: each one is an atomic rename, so the last one wins and no reader sees a mixture.
     """
 
     def __init__(self, root: str | Path = ".", *, limits: WorkspaceLimits | None = None) -> None:
@@ -752,9 +753,9 @@ def _grep_tool(ws: Workspace) -> ToolDefinition:
 def workspace_tools(root: str | Path = ".", *, limits: WorkspaceLimits | None = None) -> list[ToolDefinition]:
     """The four workspace tools confined to ``root``: ``read_text``, ``write_text``, ``list_files``, ``grep``.
 
-    ``root`` must be an existing directory (else :class:`runtime.UsageError`); it is resolved once, here.
-    ``limits`` bounds sizes and result counts (:data:`DEFAULT_LIMITS`: 1 MiB reads and writes, 5000 listed
-    files, 200 grep matches, grep skips files over 1 MiB); the descriptions state the limits in force.
+    ``root`` must be an existing directory (else :class:`codemode.runtime.UsageError`); it is resolved once,
+    here. ``limits`` bounds sizes and result counts (:data:`DEFAULT_LIMITS`: 1 MiB reads and writes, 5000
+    listed files, 200 grep matches, grep skips files over 1 MiB); the descriptions state the limits in force.
     """
     ws = Workspace(root, limits=limits)
     return [_read_text_tool(ws), _write_text_tool(ws), _list_files_tool(ws), _grep_tool(ws)]

@@ -1,10 +1,10 @@
 """A hostile executor for fault tests: the real interpreter, except for programs that ask to misbehave.
 
 A worker runs whatever executor module the sandbox names (``Sandbox(executor=...)``). This one runs
-ordinary programs with :mod:`sandbox.interpreter`, so a runtime built on it serves normal calls, but a
-program whose first line is one of the markers below makes the *worker* break the protocol, as a
-program that had escaped the language guards could: it writes straight to the protocol channel
-(descriptor 3), under the host's frame decoder, or stops answering altogether.
+ordinary programs with :mod:`codemode.sandbox.interpreter`, so a runtime built on it serves normal calls, but
+a program whose first line is one of the markers below makes the *worker* break the protocol, as a program
+that had escaped the language guards could: it writes straight to the protocol channel (descriptor 3), under
+the host's frame decoder, or stops answering altogether.
 
 - ``#garbage``: bytes that are no frame at all (a length header followed by invalid UTF-8);
 - ``#oversized``: a header announcing a 1 GiB frame (over any frame budget);
@@ -27,7 +27,7 @@ import struct
 import time
 from typing import Any
 
-from sandbox import interpreter
+from codemode.sandbox import interpreter
 
 _CHANNEL = 3
 _HEADER = struct.Struct(">I")

@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-from runtime import Event
+from codemode.runtime import Event
 
 WORKER_DIR_PREFIX = "codemode-worker-"
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from runtime import EventLog
+from codemode.runtime import EventLog
 from tests.reliability._support import event_log_problems
 
 

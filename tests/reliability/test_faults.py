@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import (
+from codemode.runtime import (
     Agent,
     ApprovalRequest,
     Ask,
@@ -30,13 +30,13 @@ from runtime import (
     define_tool,
     text_block,
 )
-from runtime.hooks import Allow
-from runtime.scheduler import ToolCallRequest
-from sandbox import Sandbox, SandboxLimits
+from codemode.runtime.hooks import Allow
+from codemode.runtime.scheduler import ToolCallRequest
+from codemode.sandbox import Sandbox, SandboxLimits
+from codemode.tools.demo import demo_tools
+from codemode.tools.run_code import PythonCodeRuntime
+from codemode.tools.timeout_policy import install_timeout_policy
 from tests.reliability._support import Resources, event_log_problems, settled_leaks, wait_until
-from tools.demo import demo_tools
-from tools.run_code import PythonCodeRuntime
-from tools.timeout_policy import install_timeout_policy
 
 pytestmark = pytest.mark.anyio
 

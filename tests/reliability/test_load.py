@@ -12,12 +12,12 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import Agent, ToolRuntime
-from runtime.scheduler import ToolCallRequest
-from sandbox import SandboxLimits
+from codemode.runtime import Agent, ToolRuntime
+from codemode.runtime.scheduler import ToolCallRequest
+from codemode.sandbox import SandboxLimits
+from codemode.tools.demo import demo_tools
+from codemode.tools.run_code import PythonCodeRuntime
 from tests.reliability._support import Resources, event_log_problems, settled_leaks
-from tools.demo import demo_tools
-from tools.run_code import PythonCodeRuntime
 
 pytestmark = pytest.mark.anyio
 

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from runtime import ToolContext, ToolDefinition, ToolOutput, ToolRuntime, define_tool
+from codemode.runtime import ToolContext, ToolDefinition, ToolOutput, ToolRuntime, define_tool
 
 TEXT_OUTPUT: dict[str, Any] = {
     "type": "object",

@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import Agent, ApprovalRequest, Ask, CancelSource, ToolCall, ToolResult, ToolRuntime
+from codemode.runtime import Agent, ApprovalRequest, Ask, CancelSource, ToolCall, ToolResult, ToolRuntime
 
 from .helpers import echo_tool
 

@@ -6,7 +6,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from runtime import NEVER, CancelSignal, CancelSource
+from codemode.runtime import NEVER, CancelSignal, CancelSource
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import (
+from codemode.runtime import (
     DefinitionError,
     JsonSchemaError,
     ResourceClaims,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from runtime import errors
+from codemode.runtime import errors
 
 
 def test_codes_are_unique_upper_snake_strings() -> None:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import Agent, EventLog, EventLogError, ToolResult, ToolRuntime, project_tool_history
+from codemode.runtime import Agent, EventLog, EventLogError, ToolResult, ToolRuntime, project_tool_history
 
 from .helpers import echo_tool
 

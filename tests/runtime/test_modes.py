@@ -1,6 +1,6 @@
 """Presentation modes and the one collapse predicate: the conformance cases of spec 6.4, adapted.
 
-A fake code runtime stands in for ``tools.run_code``: its ``run_code`` body returns a fixed value (or
+A fake code runtime stands in for ``codemode.tools.run_code``: its ``run_code`` body returns a fixed value (or
 dispatches one child call), and its SDK lists the declared tool names.
 """
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import (
+from codemode.runtime import (
     RUN_CODE,
     Agent,
     CancelSource,
@@ -37,7 +37,7 @@ from runtime import (
     define_tool,
     signpost_message,
 )
-from runtime.prompt import CODE_ONLY_RULE, UNLISTED_TOOLS
+from codemode.runtime.prompt import CODE_ONLY_RULE, UNLISTED_TOOLS
 
 from .helpers import echo_tool
 

@@ -9,7 +9,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from runtime._oneshot import OneShot
+from codemode.runtime._oneshot import OneShot
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import (
+from codemode.runtime import (
     Accept,
     Agent,
     Allow,
@@ -696,8 +696,8 @@ async def test_execution_mode_only_literal_true_is_parallel(rt: ToolRuntime) -> 
 
 async def test_execute_tool_calls_delegates_to_the_scheduler(rt: ToolRuntime,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """It forwards a model turn to runtime.scheduler.execute_tool_calls."""
-    from runtime import scheduler
+    """It forwards a model turn to codemode.runtime.scheduler.execute_tool_calls."""
+    from codemode.runtime import scheduler
 
     seen: list[Any] = []
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import ToolErrorInfo, ToolResult, text_of
-from sandbox.lossless import LosslessJsonError
+from codemode.runtime import ToolErrorInfo, ToolResult, text_of
+from codemode.sandbox.lossless import LosslessJsonError
 
 
 def test_success_and_failure_constructors_freeze_everything() -> None:

@@ -7,8 +7,8 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import Agent, ConfigError, PromptError, Scope, ToolRuntime
-from runtime.prompt import UNLISTED_TOOLS, wire_order_key
+from codemode.runtime import Agent, ConfigError, PromptError, Scope, ToolRuntime
+from codemode.runtime.prompt import UNLISTED_TOOLS, wire_order_key
 
 from .helpers import echo_tool
 

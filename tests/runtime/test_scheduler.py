@@ -13,16 +13,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime._lane import EXCLUSIVE, NOTHING, PARALLEL, Footprint, OrderedLane
-from runtime._runtime import ToolRuntime
-from runtime.cancel import CancelSource
-from runtime.definitions import ResourceClaims, ToolDefinition, ToolOutput, define_tool
-from runtime.errors import AbortedBeforeDispatchError, ToolArgsError, ToolError
-from runtime.events import project_tool_history
-from runtime.results import ToolResult
-from runtime.scheduler import ToolCallRequest, execute_tool_calls, open_sub_lane, parse_arguments
-from runtime.scope import Agent
-from sandbox.calls import CallAbandonment
+from codemode.runtime._lane import EXCLUSIVE, NOTHING, PARALLEL, Footprint, OrderedLane
+from codemode.runtime._runtime import ToolRuntime
+from codemode.runtime.cancel import CancelSource
+from codemode.runtime.definitions import ResourceClaims, ToolDefinition, ToolOutput, define_tool
+from codemode.runtime.errors import AbortedBeforeDispatchError, ToolArgsError, ToolError
+from codemode.runtime.events import project_tool_history
+from codemode.runtime.results import ToolResult
+from codemode.runtime.scheduler import ToolCallRequest, execute_tool_calls, open_sub_lane, parse_arguments
+from codemode.runtime.scope import Agent
+from codemode.sandbox.calls import CallAbandonment
 from tests.runtime.helpers import outer_call
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import JsonSchemaError, check_schema, validate_value
-from runtime.schema import ensure_supported_schema, json_equal
+from codemode.runtime import JsonSchemaError, check_schema, validate_value
+from codemode.runtime.schema import ensure_supported_schema, json_equal
 
 UNSUPPORTED = ("is not a supported keyword (subset: type/oneOf/properties/required/additionalProperties/"
                "items/enum/const + annotations)")
@@ -220,8 +220,8 @@ subset_values = st.recursive(
 @given(subset_schemas, subset_values)
 def test_fast_validation_agrees_with_the_full_walk(schema: dict[str, Any], value: Any) -> None:
     """It gives exactly the full validator's answer (the fast path only skips work)."""
-    from runtime._fast import freeze, validate_fast
-    from sandbox.lossless import snapshot
+    from codemode.runtime._fast import freeze, validate_fast
+    from codemode.sandbox.lossless import snapshot
 
     assert check_schema(schema) == []
     assert validate_fast(schema, value, "value") == validate_value(schema, value, "value")
@@ -241,8 +241,8 @@ def test_fast_validation_agrees_with_the_full_walk(schema: dict[str, Any], value
 def test_fast_validation_accepts_valid_values_without_the_full_walk(
         monkeypatch: pytest.MonkeyPatch, value: Any, frozen: bool) -> None:
     """It answers a valid value (plain or frozen, arrays included) on the compiled check alone."""
-    from runtime import _fast
-    from sandbox.lossless import snapshot
+    from codemode.runtime import _fast
+    from codemode.sandbox.lossless import snapshot
 
     schema = {"type": "object", "additionalProperties": False, "required": ["logs"],
               "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Agent, EventLog, Scope
+from codemode.runtime import Agent, EventLog, Scope
 
 
 def test_scopes_are_identity_compared_and_chained() -> None:

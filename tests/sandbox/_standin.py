@@ -2,7 +2,7 @@
 
 It runs the program as the body of an ``async def`` with *no* language restrictions, so isolation
 tests can probe what the operating-system layers alone prevent (this is never shipped as the real
-executor; the sandbox's own is ``sandbox.interpreter``).
+executor; the sandbox's own is ``codemode.sandbox.interpreter``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.errors import ToolCallFailure
+from codemode.sandbox.errors import ToolCallFailure
 
 
 @dataclass(frozen=True)

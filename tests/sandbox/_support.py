@@ -9,8 +9,8 @@ from typing import Any
 
 import anyio
 
-from sandbox import RunResult, Sandbox, SandboxLimits, ToolCallFailure
-from sandbox.lossless import JsonValue
+from codemode.sandbox import RunResult, Sandbox, SandboxLimits, ToolCallFailure
+from codemode.sandbox.lossless import JsonValue
 
 #: The plain-CPython executor: programs run unrestricted inside a real, isolated worker.
 STANDIN = "tests.sandbox._standin"
@@ -72,7 +72,8 @@ class Cancel:
 
 
 class CallbackCancel(Cancel):
-    """A cancel signal that also offers ``on_cancel(callback) -> disposer`` (as ``runtime.CancelSignal``).
+    """A cancel signal that also offers ``on_cancel(callback) -> disposer`` (as
+    ``codemode.runtime.CancelSignal``).
 
     The sandbox observes such a signal with a callback instead of a watcher task; ``subscribed`` counts
     the callbacks still registered, so a test can check that every run disposes of its own.

@@ -11,9 +11,9 @@ from typing import Any
 import anyio
 import pytest
 
-from sandbox import Sandbox, SandboxLimits
-from sandbox.lossless import JsonValue
-from sandbox.protocol import LOG_TRUNCATION_MARKER
+from codemode.sandbox import Sandbox, SandboxLimits
+from codemode.sandbox.lossless import JsonValue
+from codemode.sandbox.protocol import LOG_TRUNCATION_MARKER
 from tests.sandbox._support import Cancel, run
 
 pytestmark = pytest.mark.anyio

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from sandbox import (
+from codemode.sandbox import (
     CallAbandonment,
     CooperativeCallTool,
     RunResult,
@@ -17,7 +17,7 @@ from sandbox import (
     SandboxUsageError,
     ToolCallFailure,
 )
-from sandbox.lossless import JsonValue
+from codemode.sandbox.lossless import JsonValue
 from tests.sandbox._support import STANDIN, pid_alive
 
 pytestmark = pytest.mark.anyio

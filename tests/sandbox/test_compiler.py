@@ -1,4 +1,4 @@
-"""Tests for sandbox.compiler: wrapping, line numbers, and one error with every diagnostic."""
+"""Tests for codemode.sandbox.compiler: wrapping, line numbers, and one error with every diagnostic."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandbox.compiler import (
+from codemode.sandbox.compiler import (
     CompileDiagnostics,
     CompiledProgram,
     ProgramCompileError,
@@ -132,7 +132,7 @@ def test_a_global_statement_keeps_module_scope() -> None:
 def test_top_level_names_are_collected_only_when_they_matter(
         monkeypatch: pytest.MonkeyPatch, source: str, module_scope: bool, walks: bool) -> None:
     """The top-level name walk runs at module scope or under `global`; a one-shot program skips it."""
-    from sandbox import compiler
+    from codemode.sandbox import compiler
 
     visited: list[str] = []
     original = compiler._TopLevelNames.visit

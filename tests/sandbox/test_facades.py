@@ -1,4 +1,4 @@
-"""Tests for sandbox.facades: the allow-list, read-only facades, and the asyncio wrappers."""
+"""Tests for codemode.sandbox.facades: the allow-list, read-only facades, and the asyncio wrappers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import types
 import anyio
 import pytest
 
-from sandbox.facades import (
+from codemode.sandbox.facades import (
     ALLOWED_MODULES,
     CURRENT_TASKS,
     FACADES,

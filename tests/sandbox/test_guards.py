@@ -1,4 +1,4 @@
-"""Tests for sandbox.guards: attribute refusals, the write guard, the type gate, the builtins."""
+"""Tests for codemode.sandbox.guards: attribute refusals, the write guard, the type gate, the builtins."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sandbox.facades import FACADES, guarded_import
-from sandbox.guards import (
+from codemode.sandbox.facades import FACADES, guarded_import
+from codemode.sandbox.guards import (
     READABLE_NAMES,
     WRITABLE_TYPES,
     ClassFactory,

@@ -14,16 +14,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sandbox import (
+from codemode.sandbox import (
     RunResult,
     Sandbox,
     SandboxClosedError,
     SandboxLimits,
     SandboxUsageError,
 )
-from sandbox.errors import SandboxStartError
-from sandbox.host import WorkerHandle
-from sandbox.lossless import JsonValue
+from codemode.sandbox.errors import SandboxStartError
+from codemode.sandbox.host import WorkerHandle
+from codemode.sandbox.lossless import JsonValue
 from tests.sandbox._support import (
     STANDIN,
     CallbackCancel,

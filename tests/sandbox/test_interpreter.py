@@ -1,4 +1,4 @@
-"""Tests for sandbox.interpreter: outcomes, logs, tracebacks, tools, sessions, cancellation."""
+"""Tests for codemode.sandbox.interpreter: outcomes, logs, tracebacks, tools, sessions, cancellation."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sandbox.errors import ToolCallFailure
-from sandbox.interpreter import (
+from codemode.sandbox.errors import ToolCallFailure
+from codemode.sandbox.interpreter import (
     ProgramCompileError,
     ProgramOutcome,
     compile_program,

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sandbox import DEFAULT_LIMITS, SandboxLimits, SandboxLimitsError, SandboxUsageError
-from sandbox.limits import MIB
+from codemode.sandbox import DEFAULT_LIMITS, SandboxLimits, SandboxLimitsError, SandboxUsageError
+from codemode.sandbox.limits import MIB
 
 
 def test_defaults_are_the_documented_budgets() -> None:
@@ -79,6 +79,6 @@ def test_every_positive_finite_budget_is_accepted_and_round_trips(
 
 def test_importing_the_limits_needs_no_pydantic() -> None:
     """The limits are plain Python: a host process pays nothing at start for validation machinery."""
-    probe = "import sys, sandbox.limits; print('pydantic' in sys.modules)"
+    probe = "import sys, codemode.sandbox.limits; print('pydantic' in sys.modules)"
     found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "False"

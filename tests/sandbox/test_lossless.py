@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandbox.lossless import (
+from codemode.sandbox.lossless import (
     FrozenDict,
     FrozenList,
     LosslessJsonError,

@@ -1,4 +1,5 @@
-"""Tests for sandbox.policy: async admitted with name checks, default-deny kept, native fast paths."""
+"""Tests for codemode.sandbox.policy: async admitted with name checks, default-deny kept, native fast
+paths."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.compiler import ProgramPolicyError, ProgramSyntaxError, compile_program
-from sandbox.policy import ENTRY_NAME, RESERVED_GLOBALS, ProgramPolicy, needs_guarded_getattr
+from codemode.sandbox.compiler import ProgramPolicyError, ProgramSyntaxError, compile_program
+from codemode.sandbox.policy import ENTRY_NAME, RESERVED_GLOBALS, ProgramPolicy, needs_guarded_getattr
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "programs"
 ESCAPES = Path(__file__).resolve().parent / "escapes"

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandbox import SandboxLimits
-from sandbox._run import run_frame
-from sandbox.protocol import (
+from codemode.sandbox import SandboxLimits
+from codemode.sandbox._run import run_frame
+from codemode.sandbox.protocol import (
     HEADER,
     MAX_VALUE_DEPTH,
     CallFrame,
@@ -160,7 +160,7 @@ def test_value_depth_counts_containers(value: Any, depth: int) -> None:
                                   b'{"type":"cancel","id":true}'])
 def test_forged_cancel_frames_are_protocol_violations(body: bytes) -> None:
     """It refuses a cancel frame without a valid call id."""
-    from sandbox.protocol import ProtocolViolation, parse_worker_frame
+    from codemode.sandbox.protocol import ProtocolViolation, parse_worker_frame
 
     with pytest.raises(ProtocolViolation):
         parse_worker_frame(body)
@@ -168,7 +168,7 @@ def test_forged_cancel_frames_are_protocol_violations(body: bytes) -> None:
 
 def test_cancel_frames_are_rebuilt() -> None:
     """It rebuilds a cancel frame to its id alone (extra fields never survive)."""
-    from sandbox.protocol import CancelFrame, parse_worker_frame
+    from codemode.sandbox.protocol import CancelFrame, parse_worker_frame
 
     assert parse_worker_frame(b'{"type":"cancel","id":3,"evil":1}') == CancelFrame(id=3)
 

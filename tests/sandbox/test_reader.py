@@ -10,8 +10,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from sandbox._reader import _BACKLOG, open_reader
-from sandbox.protocol import (
+from codemode.sandbox._reader import _BACKLOG, open_reader
+from codemode.sandbox.protocol import (
     HEADER,
     CallFrame,
     DoneFrame,

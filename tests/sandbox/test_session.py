@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from sandbox import Sandbox, SandboxLimits, SessionClosedError
+from codemode.sandbox import Sandbox, SandboxLimits, SessionClosedError
 from tests.sandbox._support import ShortSend, pid_alive, run
 
 pytestmark = pytest.mark.anyio

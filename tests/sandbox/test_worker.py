@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from sandbox import Sandbox
+from codemode.sandbox import Sandbox
 from tests.sandbox._support import FULL_LAYERS, STANDIN, run
 
 pytestmark = pytest.mark.anyio

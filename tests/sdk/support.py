@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from sdk import ToolSignature, render_python_sdk
+from codemode.sdk import ToolSignature, render_python_sdk
 
 OBJECT: dict[str, Any] = {"type": "object"}
 

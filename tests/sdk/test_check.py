@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sdk.check
-from sdk import Diagnostic, check_program
-from sdk._text import is_method_name, json_quote
-from sdk.check import HEADER_LINES
+import codemode.sdk.check
+from codemode.sdk import Diagnostic, check_program
+from codemode.sdk._text import is_method_name, json_quote
+from codemode.sdk.check import HEADER_LINES
 from tests.sdk.support import obj, sig
 
 TOOLS = [
@@ -146,7 +146,7 @@ def test_syntax_error_is_reported_at_its_position_without_mypy(
     def refuse(*_: object) -> tuple[str, str, int]:
         raise AssertionError("mypy must not run")
 
-    monkeypatch.setattr(sdk.check, "_run_mypy", refuse)
+    monkeypatch.setattr(codemode.sdk.check, "_run_mypy", refuse)
     assert check("x = 1\ny = (2,\n") == [Diagnostic(2, 5, "error", "'(' was never closed", "syntax")]
 
 
@@ -175,7 +175,7 @@ def test_checker_crash_is_reported_not_raised(check: Check, monkeypatch: pytest.
     def crash(*_: object) -> tuple[str, str, int]:
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(sdk.check, "_run_mypy", crash)
+    monkeypatch.setattr(codemode.sdk.check, "_run_mypy", crash)
     [found] = check("x = 1\n")
     assert (found.line, found.severity, found.code) == (1, "error", "internal")
     assert "kaboom" in found.message
@@ -183,7 +183,7 @@ def test_checker_crash_is_reported_not_raised(check: Check, monkeypatch: pytest.
 
 def test_checker_usage_failure_is_reported(check: Check, monkeypatch: pytest.MonkeyPatch) -> None:
     """It reports a checker that exits with status 2 and no diagnostics."""
-    monkeypatch.setattr(sdk.check, "_run_mypy", lambda *_: ("", "mypy: error: bad flag\n", 2))
+    monkeypatch.setattr(codemode.sdk.check, "_run_mypy", lambda *_: ("", "mypy: error: bad flag\n", 2))
     assert check("x = 1\n") == [
         Diagnostic(1, 1, "error", "type checker failed: mypy: error: bad flag", "internal")
     ]
@@ -212,7 +212,7 @@ def test_header_diagnostics_are_dropped_and_trailing_ones_clamped(
         {"file": "/x/codemode_tools.pyi", "line": 9, "column": 1, "message": "stub", "severity": "error"},
     ]
     output = "".join(json.dumps(record) + "\n" for record in records) + "not json\n"
-    monkeypatch.setattr(sdk.check, "_run_mypy", lambda *_: (output, "", 1))
+    monkeypatch.setattr(codemode.sdk.check, "_run_mypy", lambda *_: (output, "", 1))
     assert check("x = 1\ny = 2") == [
         Diagnostic(1, 1, "error", "own", None),
         Diagnostic(2, 1, "note", "tail", None),
@@ -297,7 +297,7 @@ def test_columns_are_clamped_into_the_line(check: Check, monkeypatch: pytest.Mon
         "message": "m",
         "severity": "error",
     }
-    monkeypatch.setattr(sdk.check, "_run_mypy", lambda *_: (json.dumps(record) + "\n", "", 1))
+    monkeypatch.setattr(codemode.sdk.check, "_run_mypy", lambda *_: (json.dumps(record) + "\n", "", 1))
     assert check("x = 1") == [Diagnostic(1, 6, "error", "m", None)]
 
 

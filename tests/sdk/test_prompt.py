@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime import errors as runtime_errors
-from sdk import ToolSignature, render_python_sdk
-from sdk._declarations import tool_camel
-from sdk._text import is_method_name, json_quote
-from sdk.prompt import ERROR_CODES, INSTRUCTIONS
+from codemode.runtime import errors as runtime_errors
+from codemode.sdk import ToolSignature, render_python_sdk
+from codemode.sdk._declarations import tool_camel
+from codemode.sdk._text import is_method_name, json_quote
+from codemode.sdk.prompt import ERROR_CODES, INSTRUCTIONS
 from tests.sdk.support import TOOL_SETS, declaration, fenced, obj, sig, signatures
 
 PINNED_PHRASES = (

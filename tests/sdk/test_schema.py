@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from sdk import python_type
-from sdk._schema import (
+from codemode.sdk import python_type
+from codemode.sdk._schema import (
     MAX_LIST_BRACKETS,
     MAX_UNION_MEMBERS,
     ClassNamer,

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from mypy import api
 
-from sdk import render_stub_module, write_stub_package
-from sdk.stubs import STUB_MODULE, STUB_PACKAGE
+from codemode.sdk import render_stub_module, write_stub_package
+from codemode.sdk.stubs import STUB_MODULE, STUB_PACKAGE
 from tests.sdk.support import TOOL_SETS, declaration, obj, sig, signatures
 
 RICH_TOOLS = [

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sdk._text import (
+from codemode.sdk._text import (
     HARD_KEYWORDS,
     camel_case,
     cap_utf16,

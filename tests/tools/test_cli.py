@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tools import cli
+from codemode.tools import cli
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -49,7 +49,7 @@ def test_call_plain_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     (("prompt", "--bogus"), "unrecognized arguments"),
     (("call", "echo", "--toolset", "nocolon"), "must look like MODULE:ATTR"),
     (("call", "echo", "--toolset", "no_such_module_xyz:tools"), "cannot import"),
-    (("call", "echo", "--toolset", "tools.demo:missing"), "has no attribute"),
+    (("call", "echo", "--toolset", "codemode.tools.demo:missing"), "has no attribute"),
     (("call", "echo", "--toolset", "json:dumps"), "calling dumps() failed"),
 ])
 def test_usage_errors_exit_2_with_a_clear_message(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...],
@@ -94,7 +94,7 @@ def test_prompt_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_toolset_option_loads_definitions(capsys: pytest.CaptureFixture[str]) -> None:
     """It loads tools from module:attr (a callable returning definitions)."""
-    code, out, _ = _run(capsys, "prompt", "--json", "--toolset", "tools.demo:demo_tools")
+    code, out, _ = _run(capsys, "prompt", "--json", "--toolset", "codemode.tools.demo:demo_tools")
     assert code == 0 and len(json.loads(out)["tools"]) == 5
 
 

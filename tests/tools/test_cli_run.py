@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tools import cli
+from codemode.tools import cli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -130,7 +130,8 @@ def test_sdk_prints_the_section_and_writes_stubs(capsys: pytest.CaptureFixture[s
     """It prints the tools:sdk section and, with --out, writes tools.pyi and a stub package."""
     code, out, _ = _run(capsys, "sdk", "--workspace", str(tmp_path))
     assert code == 0 and "class Tools(Protocol):" in out and "async def read_text(" in out
-    code, out, _ = _run(capsys, "sdk", "--out", str(tmp_path / "stubs"), "--toolset", "tools.demo:demo_tools")
+    code, out, _ = _run(capsys, "sdk", "--out", str(tmp_path / "stubs"),
+                        "--toolset", "codemode.tools.demo:demo_tools")
     assert code == 0
     stub = (tmp_path / "stubs" / "tools.pyi").read_text()
     assert "echo: " in stub and "read_text" not in stub
@@ -140,8 +141,8 @@ def test_check_reports_type_errors_on_program_lines(capsys: pytest.CaptureFixtur
                                                     tmp_path: Path) -> None:
     """It exits 1 with the program's own line number for a type error, and 0 for a clean program."""
     bad = _program(tmp_path, 'x = 1\nr = await tools.add(a=1, b="two")\n')
-    code, out, _ = _run(capsys, "check", bad, "--toolset", "tools.demo:demo_tools")
+    code, out, _ = _run(capsys, "check", bad, "--toolset", "codemode.tools.demo:demo_tools")
     assert code == 1 and f"{bad}:2:" in out
     good = str(EXAMPLES / "programs" / "hello.py")
-    code, out, _ = _run(capsys, "check", good, "--toolset", "tools.demo:demo_tools")
+    code, out, _ = _run(capsys, "check", good, "--toolset", "codemode.tools.demo:demo_tools")
     assert code == 0 and "no type errors" in out

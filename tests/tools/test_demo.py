@@ -8,8 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import CancelSource, ToolResult, ToolRuntime
-from tools.demo import demo_tools
+from codemode.runtime import CancelSource, ToolResult, ToolRuntime
+from codemode.tools.demo import demo_tools
 
 pytestmark = pytest.mark.anyio
 

@@ -10,9 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import Agent, ToolRuntime
-from tools.run_code import PythonCodeRuntime
-from tools.toolsets import default_toolset
+from codemode.runtime import Agent, ToolRuntime
+from codemode.tools.run_code import PythonCodeRuntime
+from codemode.tools.toolsets import default_toolset
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -98,8 +98,8 @@ def test_example_program_passes_the_type_check(name: str, workspace: Path, mypy_
     (``codemode check`` is what an author runs before a program goes out; an example it flags would
     teach the wrong thing.)
     """
-    from sdk import check_program
-    from tools.run_code import signature_of
+    from codemode.sdk import check_program
+    from codemode.tools.run_code import signature_of
 
     program = (EXAMPLES / "programs" / f"{name}.py").read_text(encoding="utf-8")
     signatures = [signature_of(definition) for definition in default_toolset(workspace)]

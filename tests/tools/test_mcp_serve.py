@@ -19,10 +19,17 @@ import mcp_types as types
 import pytest
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 
-from runtime import Agent, ToolRuntime
-from tools.mcp_bridge import ERROR_META_KEY, SDK_PROMPT, SDK_URI, add_serve_arguments, build_server, run_serve
-from tools.run_code import PythonCodeRuntime
-from tools.workspace import workspace_tools
+from codemode.runtime import Agent, ToolRuntime
+from codemode.tools.mcp_bridge import (
+    ERROR_META_KEY,
+    SDK_PROMPT,
+    SDK_URI,
+    add_serve_arguments,
+    build_server,
+    run_serve,
+)
+from codemode.tools.run_code import PythonCodeRuntime
+from codemode.tools.workspace import workspace_tools
 
 from .fixtures import filesystem_server
 from .fixtures.mcp_toolset import toolset
@@ -249,8 +256,8 @@ async def test_serve_over_stdio_proxies_the_filesystem_server(workspace: Path) -
         (["--toolset", "nosuchmodule:x"], "cannot import 'nosuchmodule'"),
         (["--toolset", "no-colon"], "must look like MODULE:ATTR"),
         (["--toolset", f"{TOOLSET.split(':')[0]}:missing"], "has no attribute 'missing'"),
-        (["--toolset", "tools.workspace:DEFAULT_LIMITS"], "is not a list of tool definitions"),
-        (["--toolset", "tools.workspace:GrepMatch"], "calling GrepMatch() failed"),
+        (["--toolset", "codemode.tools.workspace:DEFAULT_LIMITS"], "is not a list of tool definitions"),
+        (["--toolset", "codemode.tools.workspace:GrepMatch"], "calling GrepMatch() failed"),
         (["--toolset", TOOLSET, "--upstream", "fs='unterminated"], "No closing quotation"),
         (["--toolset", TOOLSET, "--upstream", "/nonexistent/mcp-server"], "could not be started"),
         (["--toolset", TOOLSET, "--upstream", f"{sys.executable} -c pass"], "upstream MCP server"),

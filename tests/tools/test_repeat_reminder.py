@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime._runtime import ToolRuntime
-from runtime.definitions import ToolOutput, define_tool
-from runtime.errors import ConfigError
-from runtime.hooks import Block, Deny
-from runtime.results import ToolResult
-from runtime.scope import Agent
-from tools.repeat_reminder import PLUGIN_NAME, install_repeat_reminder
+from codemode.runtime._runtime import ToolRuntime
+from codemode.runtime.definitions import ToolOutput, define_tool
+from codemode.runtime.errors import ConfigError
+from codemode.runtime.hooks import Block, Deny
+from codemode.runtime.results import ToolResult
+from codemode.runtime.scope import Agent
+from codemode.tools.repeat_reminder import PLUGIN_NAME, install_repeat_reminder
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime import (
+from codemode.runtime import (
     Agent,
     CancelSource,
     Scope,
@@ -22,10 +22,10 @@ from runtime import (
     define_tool,
     text_block,
 )
-from sandbox import SandboxClosedError
-from tools.demo import demo_tools
-from tools.run_code import NO_OUTPUT, PythonCodeRuntime, render_run_output
-from tools.timeout_policy import install_timeout_policy
+from codemode.sandbox import SandboxClosedError
+from codemode.tools.demo import demo_tools
+from codemode.tools.run_code import NO_OUTPUT, PythonCodeRuntime, render_run_output
+from codemode.tools.timeout_policy import install_timeout_policy
 
 pytestmark = pytest.mark.anyio
 
@@ -344,7 +344,7 @@ async def test_each_run_wakes_its_worker_ahead_of_the_program(
 
 async def test_a_kept_session_is_woken_ahead_of_its_next_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """With persistent sessions, each run after an agent's first prewakes that agent's session."""
-    from sandbox import SandboxSession
+    from codemode.sandbox import SandboxSession
 
     woken: list[int | None] = []
     original = SandboxSession.prewake

@@ -9,13 +9,13 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime._runtime import ToolRuntime
-from runtime.cancel import CancelSource
-from runtime.definitions import ToolOutput, define_tool
-from runtime.scheduler import open_sub_lane
-from runtime.scope import Agent
+from codemode.runtime._runtime import ToolRuntime
+from codemode.runtime.cancel import CancelSource
+from codemode.runtime.definitions import ToolOutput, define_tool
+from codemode.runtime.scheduler import open_sub_lane
+from codemode.runtime.scope import Agent
+from codemode.tools.timeout_policy import TOOL_STALLED_EVENT, install_timeout_policy
 from tests.runtime.helpers import outer_call
-from tools.timeout_policy import TOOL_STALLED_EVENT, install_timeout_policy
 
 pytestmark = pytest.mark.anyio
 
@@ -161,7 +161,7 @@ async def test_a_stalled_body_is_reported_and_adopted(rt: ToolRuntime, finished:
     async with ToolRuntime() as runtime:
         runtime.register(_slow("budgeted", timeout_ms=20, finished=finished))
         policy = install_timeout_policy(runtime, grace_ms=40)
-        with anyio.fail_after(5), caplog.at_level(logging.WARNING, logger="tools.timeout_policy"):
+        with anyio.fail_after(5), caplog.at_level(logging.WARNING, logger="codemode.tools.timeout_policy"):
             start = anyio.current_time()
             result = await runtime.execute("budgeted", {"ms": 1500, "ignore": True}, agent=agent,
                                            call_id="stuck")
@@ -242,7 +242,7 @@ async def test_grace_must_be_positive_and_finite(rt: ToolRuntime, grace: Any) ->
 
 async def test_a_run_code_program_sees_child_timeouts_and_stalls(finished: list[str]) -> None:
     """It times out and stall-settles child calls of a real run_code program, which keeps running."""
-    from tools.run_code import PythonCodeRuntime
+    from codemode.tools.run_code import PythonCodeRuntime
 
     agent = Agent("coder")
     async with PythonCodeRuntime() as code_runtime, \

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime._runtime import ToolRuntime
-from runtime.events import EventLog
-from runtime.scope import Agent, Scope
-from tools.todo_write import latest_todos, todo_write_tool
+from codemode.runtime._runtime import ToolRuntime
+from codemode.runtime.events import EventLog
+from codemode.runtime.scope import Agent, Scope
+from codemode.tools.todo_write import latest_todos, todo_write_tool
 
 pytestmark = pytest.mark.anyio
 

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime import ResourceClaims, ToolRuntime
-from runtime.errors import ToolArgsError, ToolDeniedError, ToolError, ToolExecutionError, UsageError
-from runtime.scheduler import ToolCallRequest, execute_tool_calls
-from tools.workspace import Workspace, WorkspaceLimits, workspace_tools
+from codemode.runtime import ResourceClaims, ToolRuntime
+from codemode.runtime.errors import ToolArgsError, ToolDeniedError, ToolError, ToolExecutionError, UsageError
+from codemode.runtime.scheduler import ToolCallRequest, execute_tool_calls
+from codemode.tools.workspace import Workspace, WorkspaceLimits, workspace_tools
 
 SECRET = "top secret, outside the root\n"
 

@@ -31,11 +31,11 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from sandbox import Sandbox
-from sandbox._proxy import ToolCallError, ToolsProxy
-from sandbox.errors import ToolCallFailure
-from sandbox.facades import CURRENT_TASKS, TaskRegistry, guarded_import
-from sandbox.interpreter import ProgramCompileError, compile_program, run_program
+from codemode.sandbox import Sandbox
+from codemode.sandbox._proxy import ToolCallError, ToolsProxy
+from codemode.sandbox.errors import ToolCallFailure
+from codemode.sandbox.facades import CURRENT_TASKS, TaskRegistry, guarded_import
+from codemode.sandbox.interpreter import ProgramCompileError, compile_program, run_program
 
 Mode = Literal["plain", "facades", "subprocess"]
 TOOL_NAMES = ("search", "fail")

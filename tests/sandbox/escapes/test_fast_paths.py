@@ -1,5 +1,5 @@
-"""Attacks on the policy's native fast paths (see :mod:`sandbox.policy`): each tries to exploit exactly
-the shortcut (native attribute loads, native iteration/unpacking targets, native augmented assignment,
+"""Attacks on the policy's native fast paths (see :mod:`codemode.sandbox.policy`): each tries to exploit
+exactly the shortcut (native attribute loads, native iteration/unpacking targets, native augmented assignment,
 native star-calls, the ``_write_`` fast path, the one-argument ``type``).
 
 Payloads that modify real modules run their plain variant in a fresh interpreter.
@@ -123,7 +123,7 @@ ATTACKS = [
         super().__init__("json", {{"dumps": {_POISONED}}})
         return json.dumps(1)
     """, plain=f"""
-        from sandbox.facades import FACADES
+        from codemode.sandbox.facades import FACADES
         json = FACADES["json"]
         super = lambda: json
         super().__init__("json", {{"dumps": {_POISONED}}})
@@ -136,7 +136,7 @@ ATTACKS = [
         Evil.__init__(json, "json", {{"dumps": {_POISONED}}})
         return json.dumps(1)
     """, plain=f"""
-        from sandbox.facades import FACADES
+        from codemode.sandbox.facades import FACADES
         json = FACADES["json"]
         class Evil(type(json)):
             pass

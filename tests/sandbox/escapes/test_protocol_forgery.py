@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sandbox import ERROR_KINDS, RunResult, Sandbox, SandboxLimits
-from sandbox.lossless import JsonValue
-from sandbox.protocol import HEADER
+from codemode.sandbox import ERROR_KINDS, RunResult, Sandbox, SandboxLimits
+from codemode.sandbox.lossless import JsonValue
+from codemode.sandbox.protocol import HEADER
 from tests.sandbox._support import STANDIN, echo_tool, run
 
 pytestmark = pytest.mark.anyio

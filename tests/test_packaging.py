@@ -1,0 +1,121 @@
+"""The distribution installs one import name, ``codemode``, and works beside a project's own modules.
+
+The wheel is built from this checkout, installed into a fresh virtualenv (dependencies come from the
+running environment through a path file, so nothing is downloaded), and then used from a directory that
+holds its own ``tools.py``, ``runtime.py``, ``sandbox.py`` and ``sdk.py``, the most common module names
+in an agent project: importing any of them ends the process with a message, so a collision cannot pass
+unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+USER_MODULES = ("tools", "runtime", "sandbox", "sdk")
+PROGRAM = "r = await tools.add({'a': 2, 'b': 3})\nprint('sum', r['sum'])\nreturn r\n"
+SCRIPTED_LLM = '''
+import json as _json
+def my_llm(system, tools):
+    assert "run_code" in system or [t["name"] for t in tools] == ["run_code"]
+    program = "r = await tools.add({'a': 2, 'b': 3})\\nreturn r['sum']"
+    return [("call-1", "run_code", _json.dumps({"code": program, "description": "add"}))]
+'''
+
+
+def _library_example() -> str:
+    """The README's first Python block under its library heading."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("\n## Library"):]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match is not None, "README.md has no library example"
+    return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with the wheel of this checkout installed; returns its ``bin`` directory."""
+    base = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(base / "dist"),
+                    str(ROOT)], check=True, capture_output=True, timeout=300)
+    (wheel,) = (base / "dist").glob("codemode-*.whl")
+    env_dir = base / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    purelib = Path(subprocess.run([str(python), "-c", where], check=True, capture_output=True,
+                                  text=True).stdout.strip())
+    before = set(os.listdir(purelib))
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+                    "--no-index", str(wheel)], check=True, capture_output=True, timeout=300)
+    added = set(os.listdir(purelib)) - before
+    assert {name for name in added if not name.endswith(".dist-info")} == {"codemode"}
+    assert (purelib / "codemode" / "py.typed").is_file()
+    # Dependencies: the running environment's site-packages, after the venv's own (which wins).
+    (purelib / "_codemode_test_deps.pth").write_text(sysconfig.get_path("purelib") + "\n", encoding="utf-8")
+    return env_dir / "bin"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A directory holding an agent project's own modules named like codemode's subpackages."""
+    for name in USER_MODULES:
+        (tmp_path / f"{name}.py").write_text(
+            f"raise SystemExit('the project\\'s own {name}.py was imported')\n", encoding="utf-8")
+    (tmp_path / "prog.py").write_text(PROGRAM, encoding="utf-8")
+    return tmp_path
+
+
+def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(cwd)}
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_wheel_runs_a_program_from_a_project_with_colliding_module_names(
+    installed: Path, project: Path
+) -> None:
+    """The console script runs a ``run_code`` program; no project module is imported, even by the worker."""
+    done = _run([str(installed / "codemode"), "run", "prog.py", "--quiet", "--json"], project)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["result"] == {"sum": 5} and result["logs"] == ["sum 5"]
+
+
+def test_the_readme_library_example_runs_from_such_a_project(installed: Path, project: Path) -> None:
+    """The README's library example works as written, with a scripted model standing in for the LLM."""
+    example = _library_example()
+    source = (SCRIPTED_LLM if "my_llm" in example else "") + example
+    (project / "agent.py").write_text(source, encoding="utf-8")
+    done = _run([str(installed / "python"), "agent.py"], project)
+    assert done.returncode == 0, done.stderr
+    assert "5" in done.stdout
+
+
+def test_python_dash_m_codemode_is_the_command_line(installed: Path, project: Path) -> None:
+    """``python -m codemode`` is the same command line as the console script."""
+    done = _run([str(installed / "python"), "-m", "codemode", "call", "add", "--args", '{"a": 1, "b": 2}',
+                 "--json"], project)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["value"] == {"sum": 3}
+
+
+def test_the_old_top_level_names_are_not_installed(installed: Path, tmp_path: Path) -> None:
+    """The installation offers ``codemode`` only: no ``runtime``, ``sandbox``, ``sdk`` or ``tools``."""
+    probe = textwrap.dedent("""
+        import importlib.util, sys
+        found = [n for n in ("runtime", "sandbox", "sdk", "tools") if importlib.util.find_spec(n) is not None]
+        print(",".join(found))
+    """)
+    done = _run([str(installed / "python"), "-c", probe], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
