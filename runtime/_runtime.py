@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +23,7 @@ from .errors import (
     DefinitionError,
     UnknownLanguageError,
 )
-from .hooks import AroundHook, Guard, PostExecuteHook, PreExecuteHook, ResultObserver
+from .hooks import AroundHook, CodeDispatchLogHook, Guard, PostExecuteHook, PreExecuteHook, ResultObserver
 from .modes import KNOWN_LANGUAGES, RUN_CODE, Mode, collapses, parse_mode
 from .pipeline import ExecutionToken, Stages
 from .prompt import AssembleHook, Prompt, assemble_prompt
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from .modes import CodeRuntime
 
 __all__ = ("ToolRuntime",)
+
+logger = logging.getLogger("runtime")
 
 _T = TypeVar("_T")
 
@@ -75,6 +78,7 @@ class ToolRuntime:
         self._default_binding: CodeBinding | None = None
         self._registry = Registry(self.mode, self._run_code_definition)
         self._assemble_hooks: list[AssembleHook] = []
+        self._user_message_listeners: list[tuple[Scope | None, Callable[..., Any]]] = []
         self.stages = Stages(self)
         self._stack: contextlib.AsyncExitStack | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -245,6 +249,41 @@ class ToolRuntime:
     def on_result(self, fn: ResultObserver, *, scope: Scope | None = None) -> Disposer:
         """Add an observer ``fn(call, result)`` (sync or async); its failures are logged, not raised."""
         return _add(self.stages.observers, scope, fn)
+
+    def on_code_dispatch_log(self, fn: CodeDispatchLogHook, *, scope: Scope | None = None) -> Disposer:
+        """Add a hook ``async fn(dispatch, call_next) -> blocks`` over what a ``run_code`` child call's
+        ``tool/code-dispatch`` event records (:class:`~codemode.runtime.hooks.CodeDispatch`).
+
+        Only the logged copy changes (e.g. a large output replaced by a preview and where it was
+        spilled); the program and the model are unaffected. A failing hook is contained: a warning is
+        logged and the original content recorded. The hook runs when the child call commits, before the
+        program gets the call's value.
+        """
+        return _add(self.stages.dispatch_log_hooks, scope, fn)
+
+    def on_user_message(self, fn: Callable[[Scope], object], *, scope: Scope | None = None) -> Disposer:
+        """Call ``fn(agent)`` whenever a user message reaches ``agent`` (see :meth:`note_user_message`).
+
+        Policies with per-conversation state listen here (the repeat reminder forgets its chains).
+        """
+        return _add(self._user_message_listeners, scope, fn)
+
+    def note_user_message(self, agent: Scope) -> None:
+        """Tell the :meth:`on_user_message` listeners that a user message reached ``agent``.
+
+        :class:`codemode.runtime.Turn` calls this for each user message; an agent loop of your own calls
+        it when the user speaks (not for additional contexts, which are not the user's words). A
+        listener's failure is logged, never raised.
+        """
+        if not isinstance(agent, Scope):
+            raise TypeError(f"note_user_message() needs the agent's Scope, not {type(agent).__name__}")
+        for scope, fn in list(self._user_message_listeners):
+            if scope is not None and not agent.is_within(scope):
+                continue
+            try:
+                fn(agent)
+            except Exception:
+                logger.exception("an on_user_message listener failed")
 
     # ------------------------------------------------------------------------------ execution
 

@@ -6,6 +6,8 @@
 * ``on_post_execute``: ``async fn(call, result, call_next) -> Accept | Block`` (waterfall, default
   ``Accept()``).
 * ``on_result``: ``fn(call, result) -> None | Awaitable[None]`` (observers; failures are contained).
+* ``on_code_dispatch_log``: ``async fn(dispatch, call_next) -> content blocks`` (waterfall over the *logged*
+  copy of one settled ``run_code`` child call, default: its content unchanged; failures are contained).
 
 Waterfalls run in registration order: the first registered hook runs first and decides whether and when
 to consult the rest (``await call_next()``). Guards are plain ``fn(call) -> str | None``: a string denies,
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 if TYPE_CHECKING:
     from .pipeline import ToolCall
     from .results import ToolResult
+    from .scope import Scope
 
 __all__ = (
     "UNSET",
@@ -29,6 +32,8 @@ __all__ = (
     "AroundHook",
     "Ask",
     "Block",
+    "CodeDispatch",
+    "CodeDispatchLogHook",
     "Decision",
     "Deny",
     "Guard",
@@ -94,6 +99,25 @@ class Block:
 
 PostDecision: TypeAlias = Accept | Block
 
+
+@dataclass(frozen=True, slots=True)
+class CodeDispatch:
+    """One settled child call of a ``run_code`` program, as the code-dispatch log hooks see it.
+
+    ``content`` is what the child call's result showed (frozen content blocks); a hook returns the blocks
+    to keep in the ``tool/code-dispatch`` event instead, e.g. a preview and the place a large output was
+    spilled to. Only the logged copy changes: the program already has the value.
+    """
+
+    root_call_id: str
+    parent_call_id: str
+    sub_call_id: str
+    name: str
+    arguments: Any
+    agent: Scope | None
+    is_error: bool
+    content: Any
+
 PreExecuteHook: TypeAlias = Callable[["ToolCall", Callable[[], Awaitable[Decision]]], Awaitable[Decision]]
 AroundHook: TypeAlias = Callable[
     ["ToolCall", Callable[..., Awaitable["ToolResult"]]], Awaitable["ToolResult"]
@@ -103,3 +127,6 @@ PostExecuteHook: TypeAlias = Callable[
 ]
 ResultObserver: TypeAlias = Callable[["ToolCall", "ToolResult"], "Awaitable[None] | None"]
 Guard: TypeAlias = Callable[["ToolCall"], "str | None"]
+CodeDispatchLogHook: TypeAlias = Callable[
+    [CodeDispatch, Callable[[], Awaitable[Sequence[Any]]]], Awaitable[Sequence[Any]]
+]

@@ -61,7 +61,7 @@ from .errors import (
     ToolNotFoundError,
     ToolOutputError,
 )
-from .hooks import UNSET, Accept, Allow, Ask, Block, Decision, Deny, PostDecision
+from .hooks import UNSET, Accept, Allow, Ask, Block, CodeDispatch, Decision, Deny, PostDecision
 from .modes import RUN_CODE, collapses
 from .results import ToolErrorInfo, ToolResult, text_block, text_of
 from .scope import Scope
@@ -281,6 +281,7 @@ class Stages:
         self.around_hooks: list[Hook] = []
         self.post_hooks: list[Hook] = []
         self.observers: list[Hook] = []
+        self.dispatch_log_hooks: list[Hook] = []
         self._ids = itertools.count(1)
 
     # ------------------------------------------------------------------------------ resolution
@@ -689,6 +690,36 @@ class Stages:
             raise
         except BaseException as exc:
             return _failure(exc, ToolExecutionError.code)
+
+    # ------------------------------------------------------------------------------ the dispatch log
+
+    def logs_dispatches(self, agent: Scope | None) -> bool:
+        """True when a code-dispatch log hook applies to child calls of ``agent``'s programs."""
+        return bool(_applicable(self.dispatch_log_hooks, agent))
+
+    async def dispatch_log_content(self, dispatch: CodeDispatch) -> Any:
+        """The content to log for a settled child call: the ``on_code_dispatch_log`` waterfall's answer.
+
+        A hook that raises or answers something other than content blocks is contained: the failure is
+        logged as a warning and the original content is kept, so the event is always written.
+        """
+        hooks = _applicable(self.dispatch_log_hooks, dispatch.agent)
+        if not hooks:
+            return dispatch.content
+
+        async def run(index: int) -> Any:
+            if index == len(hooks):
+                return dispatch.content
+            return await hooks[index](dispatch, lambda: run(index + 1))
+
+        try:
+            return _content(await run(0), "on_code_dispatch_log hook")
+        except anyio.get_cancelled_exc_class():
+            raise
+        except BaseException as exc:
+            logger.warning('tool "%s" (%s): code-dispatch-log hook failed: %s; logging the original content',
+                           dispatch.name, dispatch.sub_call_id, _message_of(exc))
+            return dispatch.content
 
     async def _broadcast(self, call: ToolCall, result: ToolResult) -> None:
         for observer in _applicable(self.observers, call.agent):

@@ -40,6 +40,7 @@ from ._oneshot import OneShot
 from .cancel import CancelSignal, CancelSource
 from .errors import AbortedBeforeDispatchError, AbortedError, ToolArgsError, ToolExecutionError
 from .events import TOOL_CODE_DISPATCH, TOOL_CODE_DISPATCH_START, Event
+from .hooks import CodeDispatch
 from .results import ToolResult
 from .scope import Agent, Scope
 
@@ -244,6 +245,10 @@ class Abandonable(Protocol):
     def on_abandon(self, callback: Callable[[str], object]) -> Callable[[], object]: ...
 
 
+#: ``on_commit(name, sub_call_id, result)`` of :func:`open_sub_lane`.
+CommitObserver = Callable[[str, str, ToolResult], None]
+
+
 class OuterCall(Protocol):
     """What a sub-lane needs of the outer ``run_code`` call (a ``ToolCall`` or ``ToolContext``)."""
 
@@ -330,20 +335,29 @@ class _ChildJob:
         self._outcome = await self._lane.runtime.stages.dispatch(self._outcome)
 
     async def commit(self) -> None:
+        lane = self._lane
         try:
-            result = await self._lane.runtime.stages.finish(self._outcome)
+            result = await lane.runtime.stages.finish(self._outcome)
+            if lane.on_commit is not None:
+                lane.on_commit(self._name, self._call_id, result)
         except BaseException:  # an internal failure: the lane re-raises it; never leave the caller waiting
             self.failure = ToolExecutionError(f"{self._name} could not be settled (internal failure)")
             self.done.set()
             raise
         self.result = result
-        if self._lane.over_reason is not None:
+        if lane.over_reason is not None:
             self.failure = AbortedError(
-                f"run_code run is over ({self._lane.over_reason}); {self._name} result discarded")
-        agent = self._lane.agent
+                f"run_code run is over ({lane.over_reason}); {self._name} result discarded")
+        agent = lane.agent
         if agent is not None and self._started is not None:
+            content = result.content
+            stages = lane.runtime.stages
+            if stages.dispatch_log_hooks:
+                content = await stages.dispatch_log_content(CodeDispatch(
+                    self._started["root_call_id"], self._started["parent_call_id"], self._call_id,
+                    self._name, self._args, agent, result.is_error, content))
             agent.events.append(TOOL_CODE_DISPATCH, {
-                **self._started, "is_error": result.is_error, "content": result.content})
+                **self._started, "is_error": result.is_error, "content": content})
         self.done.set()
 
     async def abandon(self, reason: str) -> None:
@@ -360,10 +374,12 @@ class SubLane:
     when it commits, so results arrive in submission order.
     """
 
-    def __init__(self, rt: ToolRuntime, outer: OuterCall, signal: CancelSignal, lane: OrderedLane) -> None:
+    def __init__(self, rt: ToolRuntime, outer: OuterCall, signal: CancelSignal, lane: OrderedLane,
+                 on_commit: CommitObserver | None = None) -> None:
         self.runtime = rt
         self.outer = outer
         self.signal = signal
+        self.on_commit = on_commit
         agent = outer.agent
         self.agent: Agent | None = agent if isinstance(agent, Agent) else None
         self._lane = lane
@@ -476,8 +492,13 @@ class SubLane:
 
 @asynccontextmanager
 async def open_sub_lane(rt: ToolRuntime, *, outer_call: OuterCall, max_parallel: int | None = None,
-                        cancel: CancelSignal | None = None) -> AsyncIterator[SubLane]:
+                        cancel: CancelSignal | None = None,
+                        on_commit: CommitObserver | None = None) -> AsyncIterator[SubLane]:
     """Open the child-call lane of one ``run_code`` run; closing it drains the run.
+
+    ``on_commit(name, sub_call_id, result)`` is called as each child call commits, in submission order
+    and before the program gets the value (``run_code`` hands the child's contexts, images and turn
+    conclusion up to its own call there, so they keep the order the calls were made in).
 
     Child calls run under a run signal that follows ``cancel`` (the outer call's signal) and fires with
     ``run_code settled`` when the block exits. On exit: queued calls are abandoned (their ``submit``
@@ -489,7 +510,7 @@ async def open_sub_lane(rt: ToolRuntime, *, outer_call: OuterCall, max_parallel:
     source = CancelSource()
     signal = CancelSignal.any_of(cancel, source.signal)
     lane = OrderedLane(max_parallel=cap, cancel=signal)
-    sub = SubLane(rt, outer_call, signal, lane)
+    sub = SubLane(rt, outer_call, signal, lane, on_commit)
 
     def on_outer_cancel(reason: str) -> None:
         sub._close(reason)

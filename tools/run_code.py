@@ -29,6 +29,7 @@ from codemode.runtime import (
     ToolDefinition,
     ToolError,
     ToolOutput,
+    ToolResult,
     ToolRuntime,
     define_tool,
     text_block,
@@ -48,9 +49,12 @@ from codemode.sdk import ToolSignature, render_python_sdk
 
 __all__ = (
     "CODE_DESCRIPTION",
+    "CODE_MODE_PLUGIN",
     "NO_OUTPUT",
     "RUN_CODE_DESCRIPTION",
     "PythonCodeRuntime",
+    "hand_up_child_result",
+    "has_image",
     "render_run_output",
     "signature_of",
 )
@@ -62,7 +66,8 @@ RUN_CODE_DESCRIPTION = (
     "summary shown to the user. Inside the program call tools as `await tools.name(args)` (a dict, or "
     "keyword arguments) exactly as declared in the system prompt; a failed call raises `ToolCallError`. "
     "Only what the program prints and returns comes back: use `print(...)` and/or `return <value>` "
-    "(lossless JSON). Independent read-only calls may overlap under `asyncio.gather`."
+    "(lossless JSON); a successful tool result that carries an image is attached after the run. "
+    "Independent read-only calls may overlap under `asyncio.gather`."
 )
 CODE_DESCRIPTION = "The program: the body of an async Python function."
 DESCRIPTION_DESCRIPTION = (
@@ -70,6 +75,8 @@ DESCRIPTION_DESCRIPTION = (
     "\"Count TODO markers per source file\", \"Summarise the three release notes\", \"Rename the draft "
     "files in docs\"."
 )
+#: The plugin name in the ``source`` of the contexts ``run_code`` attaches (a child's image content).
+CODE_MODE_PLUGIN = "code-mode"
 #: Content of a successful run that printed and returned nothing.
 NO_OUTPUT = "(run_code completed with no output)"
 
@@ -125,6 +132,35 @@ def _render(args: Any, value: Any) -> list[dict[str, Any]]:
 
 def _present_call(args: Any) -> dict[str, Any]:
     return {"kind": "execute", "title": args["description"], "raw_input": args["code"]}
+
+
+def has_image(content: Sequence[Any]) -> bool:
+    """True when some block of ``content`` is an image (``{"type": "image", ...}``)."""
+    return any(isinstance(block, Mapping) and block.get("type") == "image" for block in content)
+
+
+def hand_up_child_result(ctx: ToolContext, name: str, call_id: str, result: ToolResult) -> None:
+    """Hand what a committed child call carries up to its ``run_code`` call (in commit order).
+
+    * A successful child whose content holds an image: its whole content becomes ONE additional
+      context, a user message attached after the run (the SDK section promises the model this), with
+      ``source`` ``{"kind": "plugin", "plugin": "code-mode", "tool", "call_id"}``. The program itself
+      only ever sees values, never images.
+    * The child's own additional contexts, in order.
+    * A child's conclusion of the turn. Only a success can carry it, so a child that a policy blocked
+      (or that failed) never concludes the turn, even when the program catches the error.
+
+    Contexts are deferred onto the ``run_code`` call right away, so they stay attached when the program
+    fails later (or is cancelled); an outer post-execute ``Block`` discards them with the result.
+    """
+    if not result.is_error and has_image(result.content):
+        ctx.defer_context({"content": result.content,
+                           "source": {"kind": "plugin", "plugin": CODE_MODE_PLUGIN, "tool": name,
+                                      "call_id": call_id}})
+    for context in result.additional_contexts:
+        ctx.defer_context(context)
+    if result.concludes_turn:
+        ctx.conclude_turn()
 
 
 LogObserver = Callable[[ToolContext, str], None]
@@ -241,7 +277,10 @@ class PythonCodeRuntime:
                 observer(ctx, line)
 
         session = await self._session_for(ctx.agent)
-        async with open_sub_lane(rt, outer_call=ctx, cancel=ctx.cancel) as lane:
+        def hand_up(name: str, call_id: str, result: ToolResult) -> None:
+            hand_up_child_result(ctx, name, call_id, result)
+
+        async with open_sub_lane(rt, outer_call=ctx, cancel=ctx.cancel, on_commit=hand_up) as lane:
 
             async def call_tool(name: str, arguments: Any, abandonment: CallAbandonment) -> Any:
                 # Cooperative: the sandbox never cancels this call, it fires the abandonment instead,
@@ -250,8 +289,6 @@ class PythonCodeRuntime:
                     result = await lane.submit(name, arguments, abandoned=abandonment)
                 except ToolError as exc:
                     raise ToolCallFailure(exc.message, exc.code) from None
-                for context in result.additional_contexts:
-                    ctx.defer_context(context)
                 if result.is_error:
                     error = result.error
                     raise ToolCallFailure(error.message if error else "tool call failed",
