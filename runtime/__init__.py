@@ -31,6 +31,7 @@ from .errors import JsonSchemaError as JsonSchemaError
 from .errors import PolicyError as PolicyError
 from .errors import PresentationError as PresentationError
 from .errors import PromptError as PromptError
+from .errors import ProviderMessageError as ProviderMessageError
 from .errors import ReservedNameError as ReservedNameError
 from .errors import RestrictionError as RestrictionError
 from .errors import ToolArgsError as ToolArgsError
@@ -41,6 +42,7 @@ from .errors import ToolNotFoundError as ToolNotFoundError
 from .errors import ToolOutputError as ToolOutputError
 from .errors import ToolStalledError as ToolStalledError
 from .errors import ToolTimeoutError as ToolTimeoutError
+from .errors import TurnOverError as TurnOverError
 from .errors import UnknownLanguageError as UnknownLanguageError
 from .errors import UsageError as UsageError
 from .events import Event as Event
@@ -53,6 +55,8 @@ from .hooks import Allow as Allow
 from .hooks import AroundHook as AroundHook
 from .hooks import Ask as Ask
 from .hooks import Block as Block
+from .hooks import CodeDispatch as CodeDispatch
+from .hooks import CodeDispatchLogHook as CodeDispatchLogHook
 from .hooks import Decision as Decision
 from .hooks import Deny as Deny
 from .hooks import Guard as Guard
@@ -88,6 +92,10 @@ from .schema import check_schema as check_schema
 from .schema import validate_value as validate_value
 from .scope import Agent as Agent
 from .scope import Scope as Scope
+from .turn import Step as Step
+from .turn import Turn as Turn
+from .turn import UserMessage as UserMessage
+from .turn import deliver_results as deliver_results
 
 __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_api.py)
     "APPROVAL_OUTCOMES",
@@ -104,6 +112,8 @@ __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_ap
     "CancelSignal",
     "CancelSource",
     "CodeBinding",
+    "CodeDispatch",
+    "CodeDispatchLogHook",
     "CodeRunFailedError",
     "CodeRuntime",
     "CodeRuntimeChangedError",
@@ -134,6 +144,7 @@ __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_ap
     "PresentationError",
     "Prompt",
     "PromptError",
+    "ProviderMessageError",
     "RUN_CODE",
     "ReservedNameError",
     "ResourceClaims",
@@ -142,6 +153,7 @@ __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_ap
     "Scope",
     "Section",
     "Stages",
+    "Step",
     "SubLane",
     "ToolArgsError",
     "ToolCall",
@@ -160,14 +172,18 @@ __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_ap
     "ToolRuntime",
     "ToolStalledError",
     "ToolTimeoutError",
+    "Turn",
+    "TurnOverError",
     "UNLISTED_TOOLS",
     "UNSET",
     "UnknownLanguageError",
     "UsageError",
+    "UserMessage",
     "check_schema",
     "collapses",
     "compile_parameters",
     "define_tool",
+    "deliver_results",
     "error_content",
     "open_sub_lane",
     "project_tool_history",

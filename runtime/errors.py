@@ -26,7 +26,9 @@ Tree::
         ├── UnknownLanguageError       UNKNOWN_CODE_LANGUAGE (a code runtime in a language we cannot render)
         ├── ConfigError                INVALID_CONFIG     (bad ToolRuntime options)
         ├── PromptError                INVALID_PROMPT     (prompt assembly misuse, e.g. a bad tool_order)
-        └── EventLogError              INVALID_EVENT_LOG  (an event log export that cannot be replayed)
+        ├── EventLogError              INVALID_EVENT_LOG  (an event log export that cannot be replayed)
+        ├── TurnOverError              TURN_OVER          (a step asked of a Turn that already ended)
+        └── ProviderMessageError       INVALID_PROVIDER_MESSAGE (a provider's reply that cannot be read)
 
 Codes are class attributes, unique across the tree (a test enforces it) and never reused. Messages say
 what happened and, where there is one, what to do about it.
@@ -51,6 +53,7 @@ __all__ = (
     "PolicyError",
     "PresentationError",
     "PromptError",
+    "ProviderMessageError",
     "ReservedNameError",
     "RestrictionError",
     "ToolArgsError",
@@ -61,6 +64,7 @@ __all__ = (
     "ToolOutputError",
     "ToolStalledError",
     "ToolTimeoutError",
+    "TurnOverError",
     "UnknownLanguageError",
     "UsageError",
     "all_error_classes",
@@ -279,6 +283,30 @@ class EventLogError(UsageError):
     """An exported event log is malformed (bad JSON line, non-increasing seq, dangling link)."""
 
     code: ClassVar[str] = "INVALID_EVENT_LOG"
+
+
+class TurnOverError(UsageError):
+    """A :class:`~codemode.runtime.turn.Turn` was asked for another step after it ended."""
+
+    code: ClassVar[str] = "TURN_OVER"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f'the turn is over ({reason}); start a new Turn with the next user message')
+        self.reason = reason
+
+
+class ProviderMessageError(UsageError):
+    """A model provider's message has a shape its adapter cannot read (e.g. a tool call without an id).
+
+    ``path`` locates the problem in the message (``tool_calls[1].id``).
+    """
+
+    code: ClassVar[str] = "INVALID_PROVIDER_MESSAGE"
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
 
 
 def all_error_classes() -> tuple[type[CodemodeError], ...]:

@@ -11,6 +11,13 @@ Event types written by the runtime and its schedulers:
   its ``tool/call`` by ``call_seq``; ``error`` is ``{"code", "message"}`` or null.
 * ``tool/code-dispatch-start`` / ``tool/code-dispatch`` - child calls of ``run_code`` (log only).
 * ``todo/write`` - the todo list snapshot (log only).
+
+Event types written by an agent loop through :mod:`codemode.runtime.turn`:
+
+* ``turn/start`` ``{"turn"}`` and ``turn/end`` ``{"turn", "reason"}`` - the bounds of one turn.
+* ``user/message`` ``{"content", "source", "call_id"}`` - what the user wrote (``source`` ``{"kind":
+  "user"}``), or an additional context delivered to the model after its step's results (``source``
+  names the plugin, ``call_id`` the call whose result carried it).
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ __all__ = (
     "TOOL_CODE_DISPATCH",
     "TOOL_CODE_DISPATCH_START",
     "TOOL_RESULT",
+    "TURN_END",
+    "TURN_START",
+    "USER_MESSAGE",
     "Event",
     "EventLog",
     "ToolExchange",
@@ -43,6 +53,9 @@ TOOL_RESULT = "tool/result"
 TOOL_CODE_DISPATCH_START = "tool/code-dispatch-start"
 TOOL_CODE_DISPATCH = "tool/code-dispatch"
 TODO_WRITE = "todo/write"
+TURN_START = "turn/start"
+TURN_END = "turn/end"
+USER_MESSAGE = "user/message"
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,11 @@ or beyond thresholds.
 Better than the reference (spec 13.10): child calls of ``run_code`` (calls with a parent token) have a
 chain of their own, separate from the agent's model-level chain, so a program's sub-calls neither
 inflate nor reset the count of the agent's own calls. Chains live in memory only, weakly keyed by the
-agent; calls without an agent are ignored. A user message resets the agent's chains: call
-:meth:`RepeatReminder.note_user_message` (alias :meth:`RepeatReminder.reset`) when one arrives.
+agent; calls without an agent are ignored. A user message resets the agent's chains: the reminder
+listens to :meth:`ToolRuntime.note_user_message <codemode.runtime.ToolRuntime.note_user_message>`, which
+:class:`codemode.runtime.Turn` calls for each user message (a loop of your own calls it, or
+:meth:`RepeatReminder.note_user_message`, when the user speaks). Contexts delivered as user messages are
+not the user's words and reset nothing.
 """
 
 from __future__ import annotations
@@ -105,12 +108,12 @@ class RepeatReminder:
         self._exclude = exclude
         self._preview_chars = arguments_preview_chars
         self._chains: weakref.WeakKeyDictionary[Scope, dict[bool, _Chain]] = weakref.WeakKeyDictionary()
-        self._dispose: Callable[[], None] | None = None
+        self._disposers: list[Callable[[], None]] = []
 
     def __call__(self) -> None:
-        """Uninstall the post-execute hook (idempotent)."""
-        dispose, self._dispose = self._dispose, None
-        if dispose is not None:
+        """Uninstall the post-execute hook and the user-message listener (idempotent)."""
+        disposers, self._disposers = self._disposers, []
+        for dispose in disposers:
             dispose()
 
     def note_user_message(self, agent: Scope) -> None:
@@ -199,5 +202,6 @@ def install_repeat_reminder(rt: ToolRuntime, *, thresholds: Sequence[int] = DEFA
         raise ConfigError("invalid repeat reminder configuration: " + "; ".join(problems))
     reminder = RepeatReminder(thresholds=checked, include=included, exclude=excluded,
                               arguments_preview_chars=arguments_preview_chars)
-    reminder._dispose = rt.on_post_execute(reminder._hook)
+    reminder._disposers = [rt.on_post_execute(reminder._hook),
+                           rt.on_user_message(reminder.note_user_message)]
     return reminder

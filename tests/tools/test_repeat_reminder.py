@@ -15,7 +15,9 @@ from codemode.runtime.definitions import ToolOutput, define_tool
 from codemode.runtime.errors import ConfigError
 from codemode.runtime.hooks import Block, Deny
 from codemode.runtime.results import ToolResult
+from codemode.runtime.scheduler import ToolCallRequest
 from codemode.runtime.scope import Agent
+from codemode.runtime.turn import Turn
 from codemode.tools.repeat_reminder import PLUGIN_NAME, install_repeat_reminder
 
 pytestmark = pytest.mark.anyio
@@ -154,6 +156,26 @@ async def test_user_message_resets_the_chain(rt: ToolRuntime, agent: Agent) -> N
     assert [bool(await _call(rt, agent)) for _ in range(3)] == [False, False, True]
     reminder.reset(agent)
     assert reminder.count(agent) == 0
+
+
+async def test_a_turns_user_message_resets_the_chain_and_its_reminders_do_not(rt: ToolRuntime,
+                                                                              agent: Agent) -> None:
+    """It resets on the user's words (Turn.user_message, rt.note_user_message), never on the contexts a
+    turn delivers as user messages (its own reminders included), and stops listening once uninstalled."""
+    reminder = install_repeat_reminder(rt)
+    turn = Turn(rt, agent)
+    turn.user_message("read it")
+    step = None
+    for n in range(3):
+        step = await turn.run([ToolCallRequest(f"c{n}", "read", '{"path": "a.txt"}')])
+    assert step is not None and [m.source["plugin"] for m in step.messages] == [PLUGIN_NAME]
+    assert reminder.count(agent) == 3  # the delivered reminder reset nothing
+    Turn(rt, agent).user_message("try something else")
+    assert reminder.count(agent) == 0
+    await _call(rt, agent)
+    reminder()
+    rt.note_user_message(agent)
+    assert reminder.count(agent) == 1
 
 
 async def test_chains_are_per_agent_and_calls_without_agent_are_ignored(rt: ToolRuntime) -> None:

@@ -30,7 +30,8 @@ from codemode.tools.run_code import CODE_MODE_PLUGIN, PythonCodeRuntime
 pytestmark = pytest.mark.anyio
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
-IMAGE_CONTENT = [{"type": "text", "text": "image result"}, {"type": "image", "data": PNG, "mimeType": "image/png"}]
+IMAGE_CONTENT = [{"type": "text", "text": "image result"},
+                 {"type": "image", "data": PNG, "mimeType": "image/png"}]
 
 
 def _image_tool() -> Any:
@@ -53,20 +54,26 @@ def _finish_tool() -> Any:
                        execute=execute)
 
 
-def _gated_tool() -> tuple[Any, dict[str, anyio.Event]]:
-    """A concurrency-safe tool whose calls finish when the test releases them, in any order."""
-    gates: dict[str, anyio.Event] = {}
+def _gated_tool() -> tuple[Any, dict[str, anyio.Event], anyio.Event]:
+    """A concurrency-safe tool whose calls ("a", "b") finish when the test releases them, in any order;
+    the returned event fires once both are running."""
+    gates = {"a": anyio.Event(), "b": anyio.Event()}
+    both_running = anyio.Event()
+    running: list[str] = []
 
     async def execute(args: Any, ctx: ToolContext) -> Any:
-        gate = gates.setdefault(args["id"], anyio.Event())
-        await gate.wait()
+        running.append(args["id"])
+        if len(running) == 2:
+            both_running.set()
+        await gates[args["id"]].wait()
         return args["id"]
 
     definition = define_tool(
-        name="gated", description="Wait for the test.", parameters={"id": {"type": "string", "required": True}},
+        name="gated", description="Wait for the test.",
+        parameters={"id": {"type": "string", "required": True}},
         output=ToolOutput(schema={"type": "string"}, render=lambda a, v: [text_block(v)]),
         execute=execute, is_concurrency_safe=lambda args: True)
-    return definition, gates
+    return definition, gates, both_running
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +152,8 @@ async def test_image_content_is_deferred_as_one_user_message_naming_the_plugin(r
     assert result.value == {"logs": [], "result": "image result"}
     assert result.additional_contexts == [{
         "content": IMAGE_CONTENT,
-        "source": {"kind": "plugin", "plugin": CODE_MODE_PLUGIN, "tool": "snapshot", "call_id": "outer:code:1"},
+        "source": {"kind": "plugin", "plugin": CODE_MODE_PLUGIN, "tool": "snapshot",
+                   "call_id": "outer:code:1"},
     }]
     assert CODE_MODE_PLUGIN == "code-mode"
 
@@ -178,7 +186,7 @@ async def test_images_removed_by_a_nested_policy_are_not_deferred(rt: ToolRuntim
 async def test_child_contexts_follow_submission_order_under_out_of_order_completion(
         code_runtime: PythonCodeRuntime) -> None:
     """It attaches the children's contexts in submission order even when the later child finishes first."""
-    gated, gates = _gated_tool()
+    gated, gates, both_running = _gated_tool()
     async with ToolRuntime("code", code_runtime=code_runtime) as rt:
         rt.register(gated)
 
@@ -186,21 +194,21 @@ async def test_child_contexts_follow_submission_order_under_out_of_order_complet
             await call_next()
             if call.name != "gated":
                 return Accept()
-            return Accept(additional_contexts=[{"content": [text_block(f"ctx:{call.call_id}")], "source": {}}])
+            note = {"content": [text_block(f"ctx:{call.call_id}")], "source": {}}
+            return Accept(additional_contexts=[note])
 
         rt.on_post_execute(note)
 
         async def release_in_reverse() -> None:
-            while len(gates) < 2:
-                await anyio.sleep(0.005)
+            await both_running.wait()
             gates["b"].set()
             await anyio.sleep(0.05)
             gates["a"].set()
 
         async with anyio.create_task_group() as group:
             group.start_soon(release_in_reverse)
-            result = await run(rt, "import asyncio\n"
-                                   "return await asyncio.gather(tools.gated({'id': 'a'}), tools.gated({'id': 'b'}))")
+            result = await run(rt, "import asyncio\nreturn await asyncio.gather("
+                                   "tools.gated({'id': 'a'}), tools.gated({'id': 'b'}))")
     assert result.value == {"logs": [], "result": ["a", "b"]}
     assert [c["content"][0]["text"] for c in result.additional_contexts] == [
         "ctx:outer:code:1", "ctx:outer:code:2"]
@@ -213,12 +221,14 @@ async def test_contexts_are_kept_when_the_program_fails_later(rt: ToolRuntime) -
                            'raise RuntimeError("program failed later")')
     assert (result.is_error, result.code) == (True, "CODE_RUN_FAILED")
     assert [c["source"].get("plugin") for c in result.additional_contexts] == ["test", CODE_MODE_PLUGIN]
-    assert result.additional_contexts[0]["content"] == [{"type": "text", "text": "nested context outer:code:1"}]
+    assert result.additional_contexts[0]["content"] == [
+        {"type": "text", "text": "nested context outer:code:1"}]
 
 
 async def test_an_outer_block_discards_the_handed_up_contexts(rt: ToolRuntime) -> None:
     """It drops the children's contexts with the run_code result an outer post-execute policy blocks."""
-    async def block_run_code(call: ToolCall, result: ToolResult, call_next: Callable[[], Awaitable[Any]]) -> Any:
+    async def block_run_code(call: ToolCall, result: ToolResult,
+                             call_next: Callable[[], Awaitable[Any]]) -> Any:
         decision = await call_next()
         return Block("no programs today") if call.name == "run_code" else decision
 
@@ -251,8 +261,9 @@ async def test_a_log_hook_replaces_only_the_logged_copy(rt: ToolRuntime) -> None
 
     rt.on_code_dispatch_log(spill)
     agent = Agent("a")
-    result = await run(rt, 'big = await tools.echo({"text": "x" * 5000})\n'
-                           'small = await tools.echo({"text": "short"})\nreturn len(big["text"])', agent=agent)
+    program = ('big = await tools.echo({"text": "x" * 5000})\n'
+               'small = await tools.echo({"text": "short"})\nreturn len(big["text"])')
+    result = await run(rt, program, agent=agent)
     assert result.value == {"logs": [], "result": 5000}
     logged = _dispatch_events(agent)
     assert logged[0]["content"] == [{"type": "text", "text": "xxxxxxxxxx... (5000 chars spilled to "
@@ -280,7 +291,8 @@ async def test_a_failing_log_hook_is_contained(rt: ToolRuntime, broken: str,
         result = await run(rt, 'return (await tools.echo({"text": "x"}))["text"]', agent=agent)
     assert result.value == {"logs": [], "result": "x"}
     assert _dispatch_events(agent)[0]["content"] == [{"type": "text", "text": "x"}]
-    warning = next(r.getMessage() for r in caplog.records if "code-dispatch-log hook failed" in r.getMessage())
+    messages = [record.getMessage() for record in caplog.records]
+    warning = next(message for message in messages if "code-dispatch-log hook failed" in message)
     assert 'tool "echo" (outer:code:1)' in warning
     assert ("log-content listener failed" if broken == "raises" else "must return a list") in warning
 
