@@ -1,5 +1,5 @@
 """Concrete tools and policy plugins: run_code, timeout policy, repeat reminder, todo_write, demo,
-workspace and MCP bridge, plus the ``codemode`` command line.
+workspace and MCP bridge, provider adapters, plus the ``codemode`` command line.
 
 Not to be confused with the ``tools`` object a sandboxed program sees (the SDK proxy).
 
@@ -13,6 +13,11 @@ import importlib
 from typing import Any
 
 from .demo import demo_tools as demo_tools
+from .providers import AnthropicMessages as AnthropicMessages
+from .providers import ModelReply as ModelReply
+from .providers import OpenAIChat as OpenAIChat
+from .providers import OpenAIResponses as OpenAIResponses
+from .providers import ProviderAdapter as ProviderAdapter
 from .repeat_reminder import RepeatReminder as RepeatReminder
 from .repeat_reminder import install_repeat_reminder as install_repeat_reminder
 from .run_code import PythonCodeRuntime as PythonCodeRuntime
@@ -33,7 +38,12 @@ _LAZY = dict.fromkeys(
     "codemode.tools.mcp_bridge")
 
 __all__ = (  # noqa: RUF022 (plain sorted order, as tests/test_public_api.py checks)
+    "AnthropicMessages",
     "McpBridge",
+    "ModelReply",
+    "OpenAIChat",
+    "OpenAIResponses",
+    "ProviderAdapter",
     "PythonCodeRuntime",
     "RepeatReminder",
     "TOOL_STALLED_EVENT",
