@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -124,15 +128,105 @@ async def test_example_program_output(runtime: ToolRuntime, name: str) -> None:
     assert (len(starts) > 0) is (name != "data_shaping")
 
 
-@pytest.mark.anyio
-async def test_the_agent_loop_example_executes_the_models_run_code_call(workspace: Path) -> None:
-    """It feeds the prompt to the (scripted) model and returns the executed program's output."""
+# -- examples/agent_loop.py ----------------------------------------------------------------------
+
+TRANSCRIPT = [
+    "user: How many words are in each file of the workspace?",
+    "assistant -> run_code: Count the words of every file",
+    'tool: {\n  "docs/notes.md": 25,\n  "docs/todo.txt": 12,\n  "src/app.py": 13\n}',
+    "assistant: Word counts: docs/notes.md 25, docs/todo.txt 12, src/app.py 13.",
+    "user: Append the line 'Reviewed.' to docs/notes.md, then finish.",
+    "assistant -> run_code: Append a review line to the notes",
+    "tool: Appended 'Reviewed.' to docs/notes.md.",
+    "(the turn was concluded by a tool)",
+]
+
+
+def _agent_loop() -> Any:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("agent_loop", EXAMPLES / "agent_loop.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    with anyio.fail_after(30):
-        text = await module.main(str(workspace))
-    assert text == '{\n  "docs/notes.md": 25,\n  "docs/todo.txt": 12,\n  "src/app.py": 13\n}'
+    return module
+
+
+def _offline_env() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if not key.startswith("OPENAI_")}
+
+
+@pytest.mark.anyio
+async def test_the_agent_loop_example_runs_two_turns(workspace: Path) -> None:
+    """It answers the first turn from a program's output, and the second ends when a child of run_code
+    concludes the turn; the event log records both turns."""
+    module = _agent_loop()
+    model = module.ScriptedModel()
+    lines: list[str] = []
+    with anyio.fail_after(60):
+        agent = await module.main(workspace, model=model, say=lines.append)
+    assert lines == TRANSCRIPT
+    assert (workspace / "docs" / "notes.md").read_text(encoding="utf-8").endswith("benchmarks.\nReviewed.\n")
+    ends = [event.data["reason"] for event in agent.events if event.type == "turn/end"]
+    assert ends == ["completed", "concluded"]
+    users = [event for event in agent.events if event.type == "user/message"]
+    assert [event.data["source"]["kind"] for event in users] == ["user", "user"]
+    assert len(model.requests) == 3  # the concluded turn did not call the model again
+    roles = [message["role"] for message in model.requests[-1]["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
+
+
+def test_the_agent_loop_example_runs_from_any_directory(tmp_path: Path) -> None:
+    """It runs as a script from another directory and leaves examples/workspace untouched."""
+    before = (EXAMPLES / "workspace" / "docs" / "notes.md").read_bytes()
+    done = subprocess.run([sys.executable, str(EXAMPLES / "agent_loop.py")], cwd=tmp_path, env=_offline_env(),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "\n".join(TRANSCRIPT) + "\n"
+    assert (EXAMPLES / "workspace" / "docs" / "notes.md").read_bytes() == before
+
+
+async def _serve_chat(listener: Any, model: Any, seen: list[tuple[str, str, Any]]) -> None:
+    """A loopback stand-in for an OpenAI-compatible endpoint: one JSON answer per POST."""
+    async def handle(stream: Any) -> None:
+        async with stream:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += await stream.receive()
+            head, _, body = data.partition(b"\r\n\r\n")
+            request_line, *header_lines = head.decode("latin-1").split("\r\n")
+            headers = {name.lower(): value.strip()
+                       for name, value in (line.split(":", 1) for line in header_lines)}
+            while len(body) < int(headers["content-length"]):
+                body += await stream.receive()
+            request = json.loads(body)
+            seen.append((request_line, headers.get("authorization", ""), request))
+            answer = json.dumps(model.complete(request)).encode("utf-8")
+            await stream.send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                              b"Content-Length: " + str(len(answer)).encode() + b"\r\n\r\n" + answer)
+
+    await listener.serve(handle)
+
+
+@pytest.mark.anyio
+async def test_the_agent_loop_example_talks_to_an_openai_compatible_endpoint(tmp_path: Path) -> None:
+    """It sends chat-completions requests (URL, key and model from the environment) over HTTP and runs
+    the same conversation on the answers (a loopback endpoint here, answering as the scripted model)."""
+    from anyio.abc import SocketAttribute
+
+    seen: list[tuple[str, str, Any]] = []
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(SocketAttribute.local_port)
+    env = {**_offline_env(), "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1/", "OPENAI_API_KEY": "sk-test",
+           "OPENAI_MODEL": "test-model"}
+    with anyio.fail_after(120):
+        async with listener, anyio.create_task_group() as group:
+            group.start_soon(_serve_chat, listener, _agent_loop().ScriptedModel(), seen)
+            done = await anyio.run_process([sys.executable, str(EXAMPLES / "agent_loop.py")], cwd=tmp_path,
+                                           env=env, check=False)
+            group.cancel_scope.cancel()
+    assert (done.returncode, done.stderr.decode()) == (0, "")
+    assert done.stdout.decode() == "\n".join(TRANSCRIPT) + "\n"
+    assert [(line, key) for line, key, _ in seen] == [
+        ("POST /v1/chat/completions HTTP/1.1", "Bearer sk-test")] * 3
+    assert {request["model"] for _, _, request in seen} == {"test-model"}
