@@ -24,12 +24,19 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 USER_MODULES = ("tools", "runtime", "sandbox", "sdk")
 PROGRAM = "r = await tools.add({'a': 2, 'b': 3})\nprint('sum', r['sum'])\nreturn r\n"
-SCRIPTED_LLM = '''
+SCRIPTED_POST = '''
 import json as _json
-def my_llm(system, tools):
-    assert "run_code" in system or [t["name"] for t in tools] == ["run_code"]
+def post(path, body):
+    assert path == "/chat/completions" and [t["function"]["name"] for t in body["tools"]] == ["run_code"]
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return {"choices": [{"finish_reason": "stop",
+                             "message": {"role": "assistant", "content": "the sum is " + last["content"]}}]}
     program = "r = await tools.add({'a': 2, 'b': 3})\\nreturn r['sum']"
-    return [("call-1", "run_code", _json.dumps({"code": program, "description": "add"}))]
+    arguments = _json.dumps({"code": program, "description": "add"})
+    call = {"id": "call-1", "type": "function", "function": {"name": "run_code", "arguments": arguments}}
+    return {"choices": [{"finish_reason": "tool_calls",
+                         "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
 '''
 
 
@@ -92,13 +99,14 @@ def test_the_wheel_runs_a_program_from_a_project_with_colliding_module_names(
 
 
 def test_the_readme_library_example_runs_from_such_a_project(installed: Path, project: Path) -> None:
-    """The README's library example works as written, with a scripted model standing in for the LLM."""
+    """The README's library example works as written, with a scripted chat-completions endpoint standing in
+    for the LLM."""
     example = _library_example()
-    source = (SCRIPTED_LLM if "my_llm" in example else "") + example
+    source = (SCRIPTED_POST if "post(" in example else "") + example
     (project / "agent.py").write_text(source, encoding="utf-8")
     done = _run([str(installed / "python"), "agent.py"], project)
     assert done.returncode == 0, done.stderr
-    assert "5" in done.stdout
+    assert done.stdout == "the sum is 5\n"
 
 
 def test_python_dash_m_codemode_is_the_command_line(installed: Path, project: Path) -> None:

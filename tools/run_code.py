@@ -11,6 +11,10 @@ run's own ordered lane (:func:`codemode.runtime.scheduler.open_sub_lane`).
 for a :class:`~codemode.runtime.ToolRuntime` and renders the ``tools:sdk`` prompt section from the same
 visible set that the program's bindings come from (``rt.code_visible(agent)``), so the prompt never declares a
 tool the program cannot call, nor hides one it can.
+
+What a child call hands up reaches the ``run_code`` result (:func:`hand_up_child_result`, run as each
+child commits, in submission order): its additional contexts, its image content (one context per
+image-bearing child, since the program itself only sees values) and its conclusion of the turn.
 """
 
 from __future__ import annotations

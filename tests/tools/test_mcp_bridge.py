@@ -1,5 +1,6 @@
-"""The MCP bridge, client side: a real third-party MCP server (the reference filesystem server from npm)
-bridged into codemode tools, plus the naming rules and the value/error mapping."""
+"""The MCP bridge, client side: real third-party MCP servers (the reference git and time servers, from
+PyPI through the ``dev`` extra) bridged into codemode tools, plus the naming rules and the value/error
+mapping."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from codemode.tools._mcp_names import assign_tool_names, server_slug, unique_ser
 from codemode.tools.mcp_bridge import McpBridge, UpstreamServer, parse_upstream
 from codemode.tools.run_code import PythonCodeRuntime
 
-from .fixtures import filesystem_server
+from .fixtures import COMMIT_MESSAGE, REPOSITORY_FILES, git_server, make_repository, time_server
+
+NOTES = REPOSITORY_FILES["docs/notes.md"]
 
 
 @pytest.fixture(scope="module")
@@ -29,25 +32,16 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def fs_server(root: Path, name: str | None = None) -> UpstreamServer:
-    """The reference filesystem MCP server, installed by .ci/run; a missing install fails loudly."""
-    return UpstreamServer(command=str(filesystem_server()), args=(str(root),), name=name)
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_repository(tmp_path_factory.mktemp("mcp") / "served")
 
 
 @pytest.fixture(scope="module")
-def fs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("mcp") / "served"
-    (root / "docs").mkdir(parents=True)
-    (root / "docs" / "notes.md").write_text("# Notes\nhello from the upstream\n")
-    (root / "a.txt").write_text("alpha\n")
-    return root.resolve()
-
-
-@pytest.fixture(scope="module")
-async def bridge(fs_root: Path) -> AsyncIterator[McpBridge]:
-    """One session with the filesystem server, shared by the read-only tests of this module."""
+async def bridge(repo: Path) -> AsyncIterator[McpBridge]:
+    """One session with the git and time servers, shared by the read-only tests of this module."""
     with anyio.fail_after(60):
-        async with McpBridge([fs_server(fs_root, "fs")]) as connected:
+        async with McpBridge([git_server(repo, "git"), time_server("clock")]) as connected:
             yield connected
 
 
@@ -55,94 +49,123 @@ def _tool(bridge: McpBridge, name: str) -> Any:
     return next(t.definition for t in bridge.tools if t.name == name)
 
 
-# -- against the real filesystem server -----------------------------------------------------------
+# -- against the real reference servers -----------------------------------------------------------
 
 
 @pytest.mark.anyio
 async def test_upstream_tools_become_raw_definitions(bridge: McpBridge) -> None:
-    """It lists the upstream's tools under their own names with their input schemas as parameters."""
+    """It lists the upstreams' tools under their own names with their input schemas as parameters."""
     names = {tool.name for tool in bridge.tools}
-    assert {"list_directory", "read_text_file", "write_file"} <= names
-    assert bridge.server_names == ("fs",)
-    read = _tool(bridge, "read_text_file")
-    assert read.parameters["type"] == "object"
-    assert "path" in read.parameters["properties"]
-    assert "$schema" not in read.parameters
-    assert read.validate_arguments is None
-    assert "upstream server 'fs'" in read.description
+    assert {"git_status", "git_log", "git_show", "git_add", "git_commit", "get_current_time",
+            "convert_time"} <= names
+    assert bridge.server_names == ("git", "clock")
+    show = _tool(bridge, "git_show")
+    assert show.parameters["type"] == "object"
+    assert {"repo_path", "revision"} <= set(show.parameters["properties"])
+    assert "$schema" not in show.parameters
+    assert show.validate_arguments is None
+    assert "upstream server 'git'" in show.description
+    assert "upstream server 'clock'" in _tool(bridge, "convert_time").description
 
 
 @pytest.mark.anyio
 async def test_read_only_tools_are_concurrency_safe(bridge: McpBridge) -> None:
     """It marks readOnlyHint tools concurrency-safe and leaves writers exclusive."""
-    assert _tool(bridge, "read_text_file").is_concurrency_safe({"path": "x"}) is True
-    assert _tool(bridge, "write_file").is_concurrency_safe is None
+    for reader in ("git_show", "git_log", "git_status", "convert_time"):
+        assert _tool(bridge, reader).is_concurrency_safe({"repo_path": "x"}) is True
+    for writer in ("git_commit", "git_add", "git_reset"):
+        assert _tool(bridge, writer).is_concurrency_safe is None
 
 
 @pytest.mark.anyio
-async def test_listing_and_reading_through_the_upstream(bridge: McpBridge, fs_root: Path) -> None:
-    """It forwards calls and returns {text, content, structured} values that render as content."""
+async def test_listing_and_reading_through_the_upstream(bridge: McpBridge, repo: Path) -> None:
+    """It forwards calls and returns {text, content} values that render as content."""
     with anyio.fail_after(30):
-        listing = await _tool(bridge, "list_directory").execute({"path": str(fs_root)}, None)
-        read = _tool(bridge, "read_text_file").execute
-        text = await read({"path": str(fs_root / "docs" / "notes.md")}, None)
-    assert "[FILE] a.txt" in listing["text"]
-    assert "[DIR] docs" in listing["text"]
-    assert text["text"] == "# Notes\nhello from the upstream\n"
-    assert text["content"] == [{"type": "text", "text": text["text"]}]
-    assert text["structured"] == {"content": text["text"]}
-    rendered = _tool(bridge, "read_text_file").output.render({}, text)
-    assert rendered == [{"type": "text", "text": text["text"]}]
+        log = await _tool(bridge, "git_log").execute({"repo_path": str(repo)}, None)
+        show = _tool(bridge, "git_show").execute
+        tree = await show({"repo_path": str(repo), "revision": "HEAD:"}, None)
+        text = await show({"repo_path": str(repo), "revision": "HEAD:docs/notes.md"}, None)
+    assert f"Message: {COMMIT_MESSAGE}" in log["text"]
+    assert "Author: Codemode Tests" in log["text"]
+    assert tree["text"].splitlines() == ["a.txt", "docs/"]
+    assert text["text"] == NOTES
+    assert text["content"] == [{"type": "text", "text": NOTES}]
+    assert "structured" not in text  # this tool declares no structured output
+    rendered = _tool(bridge, "git_show").output.render({}, text)
+    assert rendered == [{"type": "text", "text": NOTES}]
 
 
 @pytest.mark.anyio
-async def test_upstream_error_results_become_tool_errors(bridge: McpBridge) -> None:
-    """It maps an isError result (access outside the upstream's roots) to a ToolError naming the tool."""
+async def test_structured_content_passes_through_with_its_schema(bridge: McpBridge) -> None:
+    """It keeps an upstream's structuredContent beside the text and adopts a declared output schema that
+    fits the supported subset."""
+    with anyio.fail_after(30):
+        now = await _tool(bridge, "get_current_time").execute({"timezone": "Asia/Tokyo"}, None)
+        converted = await _tool(bridge, "convert_time").execute(
+            {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}, None)
+    assert now["structured"]["timezone"] == "Asia/Tokyo"
+    assert now["structured"]["datetime"].endswith("+09:00")
+    assert _tool(bridge, "get_current_time").output.schema["properties"]["structured"]["type"] == "object"
+    assert converted["structured"]["time_difference"] == "+9.0h"
+    assert converted["structured"]["target"]["datetime"].endswith("T21:00:00+09:00")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"revision": "no-such-revision"}, "Ref 'no-such-revision' did not resolve to an object"),
+    ({"repo_path": "/etc", "revision": "HEAD"}, "is outside the allowed repository"),
+])
+async def test_upstream_error_results_become_tool_errors(bridge: McpBridge, repo: Path,
+                                                         arguments: dict[str, str], message: str) -> None:
+    """It maps an isError result (an unknown revision, a path outside the upstream's repository) to a
+    ToolError naming the tool and the server."""
     with anyio.fail_after(30), pytest.raises(ToolError) as caught:
-        await _tool(bridge, "read_text_file").execute({"path": "/etc/passwd"}, None)
+        await _tool(bridge, "git_show").execute({"repo_path": str(repo), **arguments}, None)
     assert caught.value.code == "TOOL_FAILED"
-    assert 'upstream MCP tool "read_text_file" (server "fs") reported an error' in str(caught.value)
-    assert "Access denied" in str(caught.value)
+    assert 'upstream MCP tool "git_show" (server "git") reported an error' in str(caught.value)
+    assert message in str(caught.value)
 
 
 @pytest.mark.anyio
 async def test_non_object_arguments_are_rejected_locally(bridge: McpBridge) -> None:
     """It refuses non-object arguments before sending anything upstream."""
     with pytest.raises(ToolArgsError, match='"arguments" must be an object'):
-        await _tool(bridge, "list_directory").execute(["x"], None)
+        await _tool(bridge, "git_status").execute(["x"], None)
 
 
 @pytest.mark.anyio
-async def test_two_upstreams_with_the_same_tools_are_prefixed(fs_root: Path) -> None:
-    """It prefixes colliding tool names with their server names, for every upstream involved."""
+async def test_two_upstreams_with_the_same_tools_are_prefixed(repo: Path) -> None:
+    """It prefixes colliding tool names with their server names, for every upstream involved, and keeps
+    the names of a third upstream nothing collides with."""
     with anyio.fail_after(60):
-        async with McpBridge([fs_server(fs_root, "one"), fs_server(fs_root)]) as bridge:
+        async with McpBridge([git_server(repo, "one"), git_server(repo), time_server()]) as bridge:
             names = {tool.name for tool in bridge.tools}
-            assert bridge.server_names == ("one", "secure_filesystem_server")
-            assert {"one_read_text_file", "secure_filesystem_server_read_text_file"} <= names
-            assert "read_text_file" not in names
-            value = await _tool(bridge, "one_read_text_file").execute({"path": str(fs_root / "a.txt")}, None)
+            assert bridge.server_names == ("one", "mcp_git", "mcp_time")
+            assert {"one_git_show", "mcp_git_git_show", "get_current_time"} <= names
+            assert "git_show" not in names
+            value = await _tool(bridge, "one_git_show").execute(
+                {"repo_path": str(repo), "revision": "HEAD:a.txt"}, None)
             assert value["text"] == "alpha\n"
 
 
 @pytest.mark.anyio
-async def test_prefix_always_prefixes_every_tool(fs_root: Path) -> None:
+async def test_prefix_always_prefixes_every_tool(repo: Path) -> None:
     """It registers every upstream tool as <server>_<tool> with prefix="always"."""
     with anyio.fail_after(60):
-        async with McpBridge([fs_server(fs_root, "fs")], prefix="always") as bridge:
+        async with McpBridge([git_server(repo, "vcs")], prefix="always") as bridge:
             assert bridge.tools
-            assert all(tool.name == f"fs_{tool.upstream_name}" for tool in bridge.tools)
+            assert all(tool.name == f"vcs_{tool.upstream_name}" for tool in bridge.tools)
 
 
 @pytest.mark.anyio
-async def test_sessions_end_with_the_block(fs_root: Path) -> None:
+async def test_sessions_end_with_the_block(repo: Path) -> None:
     """It closes the sessions on exit, so a call afterwards is an error result, not a hang."""
     with anyio.fail_after(60):
-        async with McpBridge([fs_server(fs_root, "fs")]) as bridge:
-            definition = _tool(bridge, "list_directory")
+        async with McpBridge([git_server(repo, "git")]) as bridge:
+            definition = _tool(bridge, "git_status")
         assert bridge.tools == ()
         with pytest.raises(ToolError, match="upstream MCP server"):
-            await definition.execute({"path": str(fs_root)}, None)
+            await definition.execute({"repo_path": str(repo)}, None)
 
 
 @pytest.mark.anyio
@@ -322,22 +345,22 @@ async def test_upstream_failures_are_error_results_and_the_host_survives(tmp_pat
 
 
 @pytest.mark.anyio
-async def test_a_program_lists_and_reads_files_through_the_upstream(fs_root: Path) -> None:
+async def test_a_program_reads_the_repository_through_the_upstream(repo: Path) -> None:
     """It lets a run_code program call the bridged tools as tools.<name>, through the whole pipeline."""
     program = f"""
-listing = await tools.list_directory({{"path": "{fs_root}"}})
-notes = await tools.read_text_file(path="{fs_root}/docs/notes.md")
-print(listing["text"])
-return notes["structured"]["content"]
+import asyncio
+log, notes = await asyncio.gather(tools.git_log({{"repo_path": "{repo}", "max_count": 1}}),
+                                  tools.git_show(repo_path="{repo}", revision="HEAD:docs/notes.md"))
+print(log["text"].splitlines()[-2])
+return notes["text"]
 """
     with anyio.fail_after(60):
         async with (PythonCodeRuntime() as code, ToolRuntime(mode="code", code_runtime=code) as rt,
-                    McpBridge([fs_server(fs_root, "fs")]) as bridge):
+                    McpBridge([git_server(repo, "git")]) as bridge):
             bridge.register(rt)
-            result = await rt.execute("run_code", {"code": program, "description": "List and read files"})
+            result = await rt.execute("run_code", {"code": program, "description": "Read the repository"})
     assert result.error is None
-    assert result.value == {"logs": ["[FILE] a.txt\n[DIR] docs"],
-                            "result": "# Notes\nhello from the upstream\n"}
+    assert result.value == {"logs": [f"Message: {COMMIT_MESSAGE}"], "result": NOTES}
 
 
 _NAMES = st.sampled_from(["x", "y", "a_x", "b_x", "run_code", "echo", "a", "b"])

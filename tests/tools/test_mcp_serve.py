@@ -1,5 +1,5 @@
 """``codemode serve``: a real MCP client session (the ``mcp`` SDK) against the codemode MCP server,
-in-process and as a spawned stdio server proxying the reference filesystem MCP server from npm."""
+in-process and as a spawned stdio server proxying the reference git and time MCP servers (from PyPI)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from codemode.tools.mcp_bridge import (
 from codemode.tools.run_code import PythonCodeRuntime
 from codemode.tools.workspace import workspace_tools
 
-from .fixtures import filesystem_server
+from .fixtures import REPOSITORY_FILES, git_server, make_repository, time_server, upstream_spec
 from .fixtures.mcp_toolset import toolset
 
 REPO = Path(__file__).resolve().parents[2]
@@ -181,14 +181,14 @@ async def test_one_agent_per_session_records_the_calls(workspace: Path) -> None:
                       ("tool/result", "list_files")]
 
 
-# -- spawned: codemode serve over stdio, proxying the real filesystem server ------------------------
+# -- spawned: codemode serve over stdio, proxying the real git and time servers ----------------------
 
 
 UPSTREAM_PROGRAM = """
-listing = await tools.fs_list_directory({"path": "ROOT/docs"})
-notes = await tools.files_read_text_file(path="ROOT/docs/notes.md")
+listing = await tools.vcs_git_show({"repo_path": "ROOT", "revision": "HEAD:docs"})
+notes = await tools.repo_git_show(repo_path="ROOT", revision="HEAD:docs/notes.md")
 print(listing["text"])
-return notes["structured"]["content"]
+return notes["text"]
 """
 
 
@@ -206,47 +206,57 @@ async def spawned(workspace: Path, *args: str) -> AsyncIterator[ClientSession]:
 
 
 @pytest.mark.anyio
-async def test_serve_over_stdio_proxies_the_filesystem_server(workspace: Path) -> None:
-    """It serves native tools and two upstreams' (colliding, hence prefixed) tools over stdio; calls reach
-    the upstream and come back mapped."""
-    fs_server = filesystem_server()
-    upstream = f"fs={fs_server} {workspace}"
-    with anyio.fail_after(60):
-        async with spawned(workspace, "--mode", "both", "--toolset", TOOLSET, "--upstream", upstream,
-                           "--upstream", f"files={fs_server} {workspace}",
+async def test_serve_over_stdio_proxies_upstream_servers(workspace: Path) -> None:
+    """It serves native tools and three upstreams' tools over stdio (two colliding git servers, hence
+    prefixed, and a time server that keeps its names); calls reach the upstreams and come back mapped."""
+    repo = make_repository(workspace / "repo")
+    notes_text = REPOSITORY_FILES["docs/notes.md"]
+    upstreams = [upstream_spec(git_server(repo, "vcs")), upstream_spec(git_server(repo, "repo")),
+                 upstream_spec(time_server("clock"))]
+    with anyio.fail_after(90):
+        async with spawned(workspace, "--mode", "both", "--toolset", TOOLSET,
+                           *[arg for spec in upstreams for arg in ("--upstream", spec)],
                            "--events", "events.jsonl") as session:
             names = {tool.name for tool in (await session.list_tools()).tools}
-            native = await session.call_tool("list_files", {})
-            listing = await session.call_tool("fs_list_directory", {"path": str(workspace / "docs")})
-            notes = str(workspace / "docs" / "notes.md")
-            read = await session.call_tool("files_read_text_file", {"path": notes})
-            denied = await session.call_tool("fs_read_text_file", {"path": "/etc/passwd"})
+            native = await session.call_tool("list_files", {"dir": "docs"})
+            listing = await session.call_tool("vcs_git_show", {"repo_path": str(repo),
+                                                               "revision": "HEAD:docs"})
+            read = await session.call_tool("repo_git_show", {"repo_path": str(repo),
+                                                             "revision": "HEAD:docs/notes.md"})
+            clock = await session.call_tool("convert_time", {"source_timezone": "UTC", "time": "12:00",
+                                                             "target_timezone": "Asia/Tokyo"})
+            denied = await session.call_tool("vcs_git_show", {"repo_path": "/etc", "revision": "HEAD"})
             refused = await session.call_tool("refuse", {"why": "because"})
-            program = UPSTREAM_PROGRAM.replace("ROOT", str(workspace))
-            ran = await session.call_tool("run_code", {"code": program, "description": "List and read files"})
-    assert {"read_text", "list_files", "refuse", "fs_list_directory", "files_read_text_file"} <= names
-    assert "read_text_file" not in names  # both upstreams offer it: prefixed with the server names
+            program = UPSTREAM_PROGRAM.replace("ROOT", str(repo))
+            ran = await session.call_tool("run_code", {"code": program, "description": "Read the repository"})
+    assert {"read_text", "list_files", "refuse", "vcs_git_show", "repo_git_show", "get_current_time",
+            "convert_time"} <= names
+    assert "git_show" not in names  # both git upstreams offer it: prefixed with the server names
     assert native.structured_content == {"files": ["docs/notes.md"], "truncated": False}
     assert listing.is_error is False
-    assert "[FILE] notes.md" in listing.content[0].model_dump()["text"]
+    assert listing.content[0].model_dump()["text"] == "notes.md"
     assert read.structured_content is not None
-    assert read.structured_content["text"] == "# Notes\nserved over MCP\n"
+    assert read.structured_content["text"] == notes_text
+    assert clock.structured_content is not None
+    assert clock.structured_content["structured"]["time_difference"] == "+9.0h"
     assert denied.is_error is True
     assert denied.meta is not None
     assert denied.meta[ERROR_META_KEY]["code"] == "TOOL_FAILED"
-    assert "reported an error" in denied.meta[ERROR_META_KEY]["message"]
+    message = denied.meta[ERROR_META_KEY]["message"]
+    assert 'upstream MCP tool "git_show" (server "vcs") reported an error' in message
+    assert "is outside the allowed repository" in message
     assert refused.is_error is True
     assert "refused: because" in refused.content[0].model_dump()["text"]
     assert ran.is_error is False, ran.content
-    assert ran.structured_content == {"logs": ["[FILE] notes.md"], "result": "# Notes\nserved over MCP\n"}
+    assert ran.structured_content == {"logs": ["notes.md"], "result": notes_text}
     logged = [json.loads(line) for line in (workspace / "events.jsonl").read_text().splitlines()]
     assert [(event["type"], event["data"].get("name")) for event in logged][-6:] == [
         ("tool/call", "run_code"),
-        ("tool/code-dispatch-start", "fs_list_directory"), ("tool/code-dispatch", "fs_list_directory"),
-        ("tool/code-dispatch-start", "files_read_text_file"), ("tool/code-dispatch", "files_read_text_file"),
+        ("tool/code-dispatch-start", "vcs_git_show"), ("tool/code-dispatch", "vcs_git_show"),
+        ("tool/code-dispatch-start", "repo_git_show"), ("tool/code-dispatch", "repo_git_show"),
         ("tool/result", "run_code"),
     ]
-    assert [event["type"] for event in logged[:10]] == ["tool/call", "tool/result"] * 5
+    assert [event["type"] for event in logged[:12]] == ["tool/call", "tool/result"] * 6
 
 
 @pytest.mark.anyio
