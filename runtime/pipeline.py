@@ -19,6 +19,7 @@ INTERNAL API for ``codemode.runtime.scheduler`` and ``codemode.tools.run_code``;
     prepared.ready        -> bool (False: already settled, do not dispatch; pass it to finish)
     dispatched = await rt.stages.dispatch(prepared)                     # the only overlapping stage
     result = await rt.stages.finish(dispatched_or_prepared)             # ordered stage -> ToolResult
+    content = await rt.stages.dispatch_log_content(dispatch)            # a child's logged content
 
 ``rt.execute(...)`` is exactly ``create -> prepare -> dispatch -> finish``. Every stage is total: bad
 input, failing hooks and failing bodies become error results. Only a genuine outer anyio cancellation of
@@ -692,10 +693,6 @@ class Stages:
             return _failure(exc, ToolExecutionError.code)
 
     # ------------------------------------------------------------------------------ the dispatch log
-
-    def logs_dispatches(self, agent: Scope | None) -> bool:
-        """True when a code-dispatch log hook applies to child calls of ``agent``'s programs."""
-        return bool(_applicable(self.dispatch_log_hooks, agent))
 
     async def dispatch_log_content(self, dispatch: CodeDispatch) -> Any:
         """The content to log for a settled child call: the ``on_code_dispatch_log`` waterfall's answer.
