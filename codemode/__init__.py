@@ -10,60 +10,52 @@ The distribution installs this one import name. Its four parts are subpackages:
 - :mod:`codemode.tools`: concrete tools and policies (``run_code``, the timeout policy, the repeat
   reminder, ``todo_write``, demo and workspace tools, the MCP bridge) and the command line.
 
-The names an integrator needs first are re-exported here. They are imported on first use (PEP 562),
-so ``import codemode`` stays cheap and loads neither the sandbox's host side nor the interpreter.
+The names an integrator needs first are re-exported here: ``tool`` (a typed function becomes a tool) and
+``CodeMode`` (the sandbox, the code runtime and the tool runtime in one ``async with``) first of all.
+They are imported on first use (PEP 562), so ``import codemode`` stays cheap and loads neither the
+sandbox's host side, nor the interpreter, nor pydantic (which ``tool`` uses when it builds a tool).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .sandbox._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .runtime import Agent as Agent
+    from .runtime import LifecycleError as LifecycleError
     from .runtime import ToolCallRequest as ToolCallRequest
+    from .runtime import ToolContext as ToolContext
+    from .runtime import ToolDefinition as ToolDefinition
     from .runtime import ToolOutput as ToolOutput
     from .runtime import ToolResult as ToolResult
     from .runtime import ToolRuntime as ToolRuntime
     from .runtime import define_tool as define_tool
+    from .runtime import tool as tool
     from .sandbox import Sandbox as Sandbox
     from .sandbox import SandboxLimits as SandboxLimits
+    from .tools import CodeMode as CodeMode
     from .tools import PythonCodeRuntime as PythonCodeRuntime
 
-#: Where each public name lives (a subpackage of this package).
+#: Where each public name lives (a subpackage of this package); ``__all__`` is derived from it, and
+#: tests/test_public_api.py checks that the ``TYPE_CHECKING`` imports above say the same.
 _HOMES: dict[str, str] = {
-    "Agent": "runtime",
-    "PythonCodeRuntime": "tools",
-    "Sandbox": "sandbox",
-    "SandboxLimits": "sandbox",
-    "ToolCallRequest": "runtime",
-    "ToolOutput": "runtime",
-    "ToolResult": "runtime",
-    "ToolRuntime": "runtime",
-    "define_tool": "runtime",
+    "Agent": ".runtime",
+    "CodeMode": ".tools",
+    "LifecycleError": ".runtime",
+    "PythonCodeRuntime": ".tools",
+    "Sandbox": ".sandbox",
+    "SandboxLimits": ".sandbox",
+    "ToolCallRequest": ".runtime",
+    "ToolContext": ".runtime",
+    "ToolDefinition": ".runtime",
+    "ToolOutput": ".runtime",
+    "ToolResult": ".runtime",
+    "ToolRuntime": ".runtime",
+    "define_tool": ".runtime",
+    "tool": ".runtime",
 }
 
-__all__ = (
-    "Agent",
-    "PythonCodeRuntime",
-    "Sandbox",
-    "SandboxLimits",
-    "ToolCallRequest",
-    "ToolOutput",
-    "ToolResult",
-    "ToolRuntime",
-    "define_tool",
-)
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'codemode' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__all__ = tuple(sorted(_HOMES))
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

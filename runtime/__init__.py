@@ -1,4 +1,8 @@
-"""The tool runtime: definitions, registry, the five-stage pipeline, scheduling, modes and events."""
+"""The tool runtime: definitions, registry, the five-stage pipeline, scheduling, modes and events.
+
+The seams for writing another scheduler or code runtime (the pipeline's stages, the sub-lane) live in
+:mod:`codemode.runtime.lowlevel`.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ from .errors import DefinitionError as DefinitionError
 from .errors import DuplicateToolError as DuplicateToolError
 from .errors import EventLogError as EventLogError
 from .errors import JsonSchemaError as JsonSchemaError
+from .errors import LifecycleError as LifecycleError
 from .errors import PolicyError as PolicyError
 from .errors import PresentationError as PresentationError
 from .errors import PromptError as PromptError
@@ -49,6 +54,7 @@ from .events import Event as Event
 from .events import EventLog as EventLog
 from .events import ToolExchange as ToolExchange
 from .events import project_tool_history as project_tool_history
+from .functions import tool as tool
 from .hooks import UNSET as UNSET
 from .hooks import Accept as Accept
 from .hooks import Allow as Allow
@@ -69,14 +75,9 @@ from .modes import RUN_CODE as RUN_CODE
 from .modes import CodeRuntime as CodeRuntime
 from .modes import Mode as Mode
 from .modes import collapses as collapses
-from .pipeline import Dispatched as Dispatched
-from .pipeline import Execution as Execution
 from .pipeline import ExecutionToken as ExecutionToken
-from .pipeline import Prepared as Prepared
-from .pipeline import Stages as Stages
 from .pipeline import ToolCall as ToolCall
 from .pipeline import ToolContext as ToolContext
-from .pipeline import signpost_message as signpost_message
 from .prompt import UNLISTED_TOOLS as UNLISTED_TOOLS
 from .prompt import Prompt as Prompt
 from .prompt import Section as Section
@@ -85,9 +86,7 @@ from .results import ToolResult as ToolResult
 from .results import error_content as error_content
 from .results import text_block as text_block
 from .results import text_of as text_of
-from .scheduler import SubLane as SubLane
 from .scheduler import ToolCallRequest as ToolCallRequest
-from .scheduler import open_sub_lane as open_sub_lane
 from .schema import check_schema as check_schema
 from .schema import validate_value as validate_value
 from .scope import Agent as Agent
@@ -123,24 +122,22 @@ __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_ap
     "Decision",
     "DefinitionError",
     "Deny",
-    "Dispatched",
     "Disposer",
     "DuplicateToolError",
     "Event",
     "EventLog",
     "EventLogError",
-    "Execution",
     "ExecutionToken",
     "Guard",
     "JsonSchemaError",
     "KNOWN_LANGUAGES",
+    "LifecycleError",
     "Mode",
     "NEVER",
     "PolicyError",
     "PostDecision",
     "PostExecuteHook",
     "PreExecuteHook",
-    "Prepared",
     "PresentationError",
     "Prompt",
     "PromptError",
@@ -152,9 +149,7 @@ __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_ap
     "ResultObserver",
     "Scope",
     "Section",
-    "Stages",
     "Step",
-    "SubLane",
     "ToolArgsError",
     "ToolCall",
     "ToolCallRequest",
@@ -185,11 +180,10 @@ __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_ap
     "define_tool",
     "deliver_results",
     "error_content",
-    "open_sub_lane",
     "project_tool_history",
     "raw_tool",
-    "signpost_message",
     "text_block",
     "text_of",
+    "tool",
     "validate_value",
 )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 import anyio
 import anyio.abc
 
+from .approval import ApprovalService
 from .cancel import CancelSignal, Disposer
 from .definitions import ToolDefinition, ToolOutput, define_tool
 from .errors import (
@@ -21,6 +22,7 @@ from .errors import (
     CodeRuntimeMissingError,
     ConfigError,
     DefinitionError,
+    LifecycleError,
     UnknownLanguageError,
 )
 from .hooks import AroundHook, CodeDispatchLogHook, Guard, PostExecuteHook, PreExecuteHook, ResultObserver
@@ -29,6 +31,7 @@ from .pipeline import ExecutionToken, Stages
 from .prompt import AssembleHook, Prompt, assemble_prompt
 from .registry import Registry, SectionSpec, _Once
 from .results import ToolResult
+from .scheduler import ToolCallRequest, execute_tool_calls
 from .scope import Scope
 
 if TYPE_CHECKING:
@@ -60,7 +63,7 @@ class ToolRuntime:
         *,
         max_parallel_tool_calls: int = 10,
         max_parallel_sub_calls: int = 10,
-        approval: Any = None,
+        approval: ApprovalService | None = None,
         code_runtime: CodeRuntime | None = None,
     ) -> None:
         self.mode = parse_mode(mode)
@@ -71,6 +74,7 @@ class ToolRuntime:
         _check_code_runtime(code_runtime)
         self.approval = approval
         self._code_runtime = code_runtime
+        self._check_running = _running_check(code_runtime)
         self._run_code: ToolDefinition | None = None
         self._run_code_for: CodeRuntime | None = None  # the runtime that built _run_code
         # What each scope's last prompt promised (spec 13.1): checked by every run_code call.
@@ -91,7 +95,8 @@ class ToolRuntime:
 
     async def __aenter__(self) -> Self:
         if self.closed or self._stack is not None:
-            raise RuntimeError("a ToolRuntime can be entered once")
+            raise LifecycleError("a ToolRuntime can be entered once (`async with` it a single time; build a "
+                                 "new one for another lifetime)")
         stack = contextlib.AsyncExitStack()
         # The task group is the stack's first entry, so resources tied to the runtime later
         # (enter_async_context) nest inside it and close first: contexts that own task groups or
@@ -133,14 +138,14 @@ class ToolRuntime:
     async def enter_async_context(self, manager: contextlib.AbstractAsyncContextManager[_T]) -> _T:
         """Tie ``manager``'s lifetime to this runtime (closed, in reverse order, when the runtime exits)."""
         if self._stack is None:
-            raise RuntimeError("enter_async_context() needs the runtime to be entered (async with)")
+            raise LifecycleError("enter_async_context() needs the runtime to be entered (async with)")
         return await self._stack.enter_async_context(manager)
 
     def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any,
                    name: str | None = None) -> None:
         """Run ``fn(*args)`` in the runtime's own task group; the runtime awaits it when it exits."""
         if self._task_group is None:
-            raise RuntimeError("start_soon() needs the runtime to be entered (async with)")
+            raise LifecycleError("start_soon() needs the runtime to be entered (async with)")
         self._background += 1
         self._task_group.start_soon(self._tracked, fn, args, name=name or getattr(fn, "__qualname__", None))
 
@@ -238,9 +243,24 @@ class ToolRuntime:
         """Add a pre-execute hook ``async fn(call, call_next) -> Allow | Deny | Ask``."""
         return _add(self.stages.pre_hooks, scope, fn)
 
-    def around_execute(self, fn: AroundHook, *, scope: Scope | None = None) -> Disposer:
-        """Add a wrapper ``async fn(call, call_next) -> ToolResult`` around dispatch."""
-        return _add(self.stages.around_hooks, scope, fn)
+    def around_execute(self, fn: AroundHook, *, scope: Scope | None = None,
+                       enforces_timeouts: bool = False) -> Disposer:
+        """Add a wrapper ``async fn(call, call_next) -> ToolResult`` around dispatch.
+
+        ``enforces_timeouts=True`` declares that the wrapper enforces each tool's ``timeout_ms`` (as the
+        timeout policy does): a call of a tool with a budget that no such wrapper covers logs a warning
+        once per tool, since nothing else enforces the budget.
+        """
+        dispose = _add(self.stages.around_hooks, scope, fn)
+        if not enforces_timeouts:
+            return dispose
+        dispose_mark = _add(self.stages.timeout_hooks, scope, fn)
+
+        def both() -> None:
+            dispose()
+            dispose_mark()
+
+        return _Once(both)
 
     def on_post_execute(self, fn: PostExecuteHook, *, scope: Scope | None = None) -> Disposer:
         """Add a post-execute hook ``async fn(call, result, call_next) -> Accept | Block``."""
@@ -290,7 +310,13 @@ class ToolRuntime:
     async def execute(self, name: str, arguments: Any, *, call_id: str | None = None,
                       root_call_id: str | None = None, agent: Scope | None = None,
                       parent: ExecutionToken | None = None, cancel: CancelSignal | None = None) -> ToolResult:
-        """Run one call through the whole pipeline and return its frozen result (never raises for it)."""
+        """Run one call through the whole pipeline and return its frozen result (never raises for it).
+
+        A ``run_code`` call whose code runtime is not running (never entered, or already exited) raises
+        :class:`~codemode.runtime.errors.LifecycleError` instead: that is the integrator's mistake.
+        """
+        if name == RUN_CODE and self._check_running is not None:
+            self._check_code_running(agent)
         stages = self.stages
         execution = stages.create(name, arguments, call_id=call_id, root_call_id=root_call_id, agent=agent,
                                   parent=parent, cancel=cancel)
@@ -299,14 +325,23 @@ class ToolRuntime:
             return await stages.finish(await stages.dispatch(prepared))
         return await stages.finish(prepared)
 
-    async def execute_tool_calls(self, calls: Sequence[Any], *, agent: Scope | None = None,
-                                 cancel: CancelSignal | None = None) -> Any:
+    async def execute_tool_calls(self, calls: Sequence[ToolCallRequest], *, agent: Scope | None = None,
+                                 cancel: CancelSignal | None = None) -> list[ToolResult]:
         """Run one model turn's tool calls under the native scheduling contract
-        (``codemode.runtime.scheduler``)."""
-        from . import scheduler
+        (:func:`codemode.runtime.scheduler.execute_tool_calls`); the results come in model order.
 
-        execute_tool_calls: Any = getattr(scheduler, "execute_tool_calls")  # noqa: B009 (optional module)
+        Raises :class:`~codemode.runtime.errors.LifecycleError` before anything runs when a ``run_code``
+        call would reach a code runtime that is not running (see :meth:`execute`).
+        """
+        if self._check_running is not None and any(
+                getattr(call, "name", None) == RUN_CODE for call in calls):
+            self._check_code_running(agent)
         return await execute_tool_calls(self, calls, agent=agent, cancel=cancel)
+
+    def _check_code_running(self, scope: Scope | None) -> None:
+        check = self._check_running
+        if check is not None and self._registry.mode_for(scope) is not Mode.NATIVE:
+            check()
 
     # ------------------------------------------------------------------------------ code mode
 
@@ -342,6 +377,7 @@ class ToolRuntime:
         _check_code_runtime(runtime)
         if runtime is not self._code_runtime:
             self._code_runtime = runtime
+            self._check_running = _running_check(runtime)
             self._registry._changed()
 
     def _run_code_definition(self) -> ToolDefinition:
@@ -456,6 +492,13 @@ _RUN_CODE_OUTPUT = {
     "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}},
     "required": ["logs"],
 }
+
+
+def _running_check(runtime: object) -> Callable[[], None] | None:
+    """The code runtime's optional ``check_running()`` (raises ``LifecycleError`` when it cannot run
+    programs now), looked up once rather than on every call."""
+    check = getattr(runtime, "check_running", None)
+    return check if callable(check) else None
 
 
 def _check_code_runtime(runtime: object) -> None:

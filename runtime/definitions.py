@@ -13,6 +13,7 @@ the pipeline validate arguments before the body runs. A raw definition (``ToolDe
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ __all__ = (
 #: ``validate(args) -> violations`` (empty when valid).
 ArgsValidator = Callable[[Any], list[str]]
 Execute = Callable[[Any, "ToolContext"], Awaitable[Any]]
+#: ``render(args, value) -> content blocks`` (``[{"type": "text", "text": ...}, ...]``).
+Render = Callable[[Any, Any], Sequence[Mapping[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +69,7 @@ class ToolOutput:
     """
 
     schema: Mapping[str, Any]
-    render: Callable[[Any, Any], Sequence[Mapping[str, Any]]]
+    render: Render
     presentation_meta: Callable[[Any, Any], Any] | None = None
 
 
@@ -102,7 +105,8 @@ class ToolDefinition:
 
 
 def check_definition(definition: object) -> None:
-    """The registration checks of spec 1.2 (output contract, output schema subset, timeout)."""
+    """The registration checks of spec 1.2 (output contract, output schema subset, timeout), plus the
+    callables' arities, so that a hook with the wrong signature fails here rather than on every call."""
     if not isinstance(definition, ToolDefinition):
         raise DefinitionError(f"expected a ToolDefinition, got {type(definition).__name__}")
     name = definition.name
@@ -119,6 +123,72 @@ def check_definition(definition: object) -> None:
         raise DefinitionError(f'tool "{name}" execute must be an async callable')
     if not isinstance(definition.description, str):
         raise DefinitionError(f'tool "{name}" description must be a string')
+    for label, fn, params in (
+        ("execute", definition.execute, "(args, ctx)"),
+        ("output.render", output.render, "(args, value)"),
+        ("output.presentation_meta", output.presentation_meta, "(args, value)"),
+        ("is_concurrency_safe", definition.is_concurrency_safe, "(args)"),
+        ("claims", definition.claims, "(args)"),
+        ("present_call", definition.present_call, "(args)"),
+        ("present_result", definition.present_result, "(args, result)"),
+        ("finalize_content", definition.finalize_content, "(call, result)"),
+    ):
+        if fn is not None:
+            _check_callable(fn, params, f'tool "{name}" {label}')
+
+
+def _check_callable(fn: object, params: str, label: str) -> None:
+    """``fn`` must be callable with ``params`` (``"(args, value)"``: two positional arguments)."""
+    if not callable(fn):
+        hint = " (pass True/False to define_tool or raw_tool for a constant)" if isinstance(fn, bool) else ""
+        raise DefinitionError(f"{label} must be a callable {params}, not {type(fn).__name__}{hint}")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no introspectable signature (some builtins): checked when called
+        return
+    count = params.count(",") + 1
+    try:
+        signature.bind(*range(count))
+    except TypeError:
+        shown = getattr(fn, "__qualname__", type(fn).__name__)
+        raise DefinitionError(
+            f"{label} must accept {count} positional argument{'s' if count > 1 else ''} {params}, "
+            f"but {shown}{signature} does not") from None
+
+
+def _check_callable_or_bool(value: object, label: str) -> None:
+    if not isinstance(value, bool) and not callable(value):
+        raise DefinitionError(f"{label} must be True, False or a callable (args) -> bool, "
+                              f"not {type(value).__name__}")
+    if not isinstance(value, bool):
+        _check_callable(value, "(args)", label)
+
+
+def _constant_classifier(value: bool | Callable[[Any], bool] | None) -> Callable[[Any], bool] | None:
+    """``True``/``False`` as a classifier: ``True`` answers yes for every call, ``False`` is the default."""
+    if value is True:
+        return _always
+    if value is False:
+        return None
+    return value
+
+
+def _always(args: Any) -> bool:
+    return True
+
+
+def _constant_claims(
+    value: ResourceClaims | Callable[[Any], ResourceClaims | None] | None,
+) -> Callable[[Any], ResourceClaims | None] | None:
+    """A :class:`ResourceClaims` value as a claimer that claims it for every call."""
+    if isinstance(value, ResourceClaims):
+        constant = value
+
+        def claim(args: Any) -> ResourceClaims:
+            return constant
+
+        return claim
+    return value
 
 
 def _check_timeout(timeout_ms: object, label: str) -> None:
@@ -285,11 +355,11 @@ def define_tool(
     output: ToolOutput,
     execute: Execute,
     timeout_ms: float | None = None,
-    is_concurrency_safe: Callable[[Any], bool] | None = None,
+    is_concurrency_safe: bool | Callable[[Any], bool] | None = None,
     present_call: Callable[[Any], Any] | None = None,
     present_result: Callable[[Any, Any], Any] | None = None,
     finalize_content: Callable[[ToolCall, ToolResult], Sequence[Mapping[str, Any]] | None] | None = None,
-    claims: Callable[[Any], ResourceClaims | None] | None = None,
+    claims: ResourceClaims | Callable[[Any], ResourceClaims | None] | None = None,
 ) -> ToolDefinition:
     """Define a first-party tool whose arguments the pipeline validates before ``execute`` runs.
 
@@ -298,6 +368,13 @@ def define_tool(
     validator when inside the subset, otherwise with ``jsonschema``). ``is_concurrency_safe``,
     ``present_call`` and ``present_result`` see only valid arguments: for invalid ones they answer
     ``False`` / ``None`` / ``None`` (soft validation, since replays may feed old arguments).
+
+    ``is_concurrency_safe`` is a classifier ``fn(args) -> bool`` or a constant (``True``: every call may
+    overlap other safe calls); ``claims`` is ``fn(args) -> ResourceClaims | None`` or one
+    :class:`ResourceClaims` for every call. ``output.render(args, value)`` must return a list of
+    content blocks; its arity (like every callable's) is checked here, what it returns on each call.
+    ``timeout_ms`` is enforced by the timeout policy (``codemode.tools.install_timeout_policy``, which
+    ``codemode.CodeMode`` installs); a runtime without it logs a warning the first time such a tool runs.
     """
     _check_timeout(timeout_ms, f"define_tool({name}): timeout_ms")
     if not isinstance(parameters, Mapping):
@@ -315,9 +392,19 @@ def define_tool(
     def valid(args: Any) -> bool:
         return not validator(args)
 
-    safe = None
+    label = f'tool "{name}"'
     if is_concurrency_safe is not None:
-        classify = is_concurrency_safe
+        _check_callable_or_bool(is_concurrency_safe, f"{label} is_concurrency_safe")
+    for what, hook, params in (("present_call", present_call, "(args)"),
+                               ("present_result", present_result, "(args, result)"),
+                               ("claims", None if isinstance(claims, ResourceClaims) else claims, "(args)")):
+        if hook is not None:
+            _check_callable(hook, params, f"{label} {what}")
+
+    safe = None
+    constant = _constant_classifier(is_concurrency_safe)
+    if constant is not None:
+        classify = constant
 
         def safe(args: Any) -> bool:
             return valid(args) and classify(args) is True
@@ -337,8 +424,9 @@ def define_tool(
             return present_outcome(args, result) if valid(args) else None
 
     claimer = None
-    if claims is not None:
-        claim = claims
+    claims_fn = _constant_claims(claims)
+    if claims_fn is not None:
+        claim = claims_fn
 
         def claimer(args: Any) -> ResourceClaims | None:
             return claim(args) if valid(args) else None
@@ -365,8 +453,16 @@ def raw_tool(
     """A definition whose parameters are used as given and whose arguments are NOT validated here.
 
     For bridged tools (MCP) that validate their own input. ``options`` are the other
-    :class:`ToolDefinition` fields (``timeout_ms``, ``is_concurrency_safe``, ...).
+    :class:`ToolDefinition` fields (``timeout_ms``, ``is_concurrency_safe``, ...); as in
+    :func:`define_tool`, ``is_concurrency_safe`` may be a bool and ``claims`` a :class:`ResourceClaims`.
     """
+    if "is_concurrency_safe" in options:
+        safe = options["is_concurrency_safe"]
+        if safe is not None:
+            _check_callable_or_bool(safe, f'tool "{name}" is_concurrency_safe')
+        options["is_concurrency_safe"] = _constant_classifier(safe)
+    if "claims" in options:
+        options["claims"] = _constant_claims(options["claims"])
     definition = ToolDefinition(name=name, description=description, parameters=parameters, output=output,
                                 execute=execute, **options)
     check_definition(definition)

@@ -28,7 +28,9 @@ Tree::
         ├── PromptError                INVALID_PROMPT     (prompt assembly misuse, e.g. a bad tool_order)
         ├── EventLogError              INVALID_EVENT_LOG  (an event log export that cannot be replayed)
         ├── TurnOverError              TURN_OVER          (a step asked of a Turn that already ended)
-        └── ProviderMessageError       INVALID_PROVIDER_MESSAGE (a provider's reply that cannot be read)
+        ├── ProviderMessageError       INVALID_PROVIDER_MESSAGE (a provider's reply that cannot be read)
+        └── LifecycleError             INVALID_LIFECYCLE  (also a RuntimeError: an object used before it
+                                                           was entered, after it exited, or entered twice)
 
 Codes are class attributes, unique across the tree (a test enforces it) and never reused. Messages say
 what happened and, where there is one, what to do about it.
@@ -50,6 +52,7 @@ __all__ = (
     "DuplicateToolError",
     "EventLogError",
     "JsonSchemaError",
+    "LifecycleError",
     "PolicyError",
     "PresentationError",
     "PromptError",
@@ -307,6 +310,19 @@ class ProviderMessageError(UsageError):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+
+
+class LifecycleError(UsageError, RuntimeError):
+    """An async context manager was used outside its lifetime: before ``async with`` entered it, after it
+    exited, or entered a second time (also while still open).
+
+    It is also a :class:`RuntimeError`, the type Python and anyio use for an object in the wrong state,
+    so ``except RuntimeError`` keeps working. Raised where the mistake is made, to the integrator: a
+    ``run_code`` call handed to a code runtime that was never entered fails here rather than as a
+    tool error the model would see.
+    """
+
+    code: ClassVar[str] = "INVALID_LIFECYCLE"
 
 
 def all_error_classes() -> tuple[type[CodemodeError], ...]:

@@ -283,6 +283,9 @@ class Stages:
         self.post_hooks: list[Hook] = []
         self.observers: list[Hook] = []
         self.dispatch_log_hooks: list[Hook] = []
+        #: The around hooks that enforce ``timeout_ms`` (``around_execute(..., enforces_timeouts=True)``).
+        self.timeout_hooks: list[Hook] = []
+        self._unenforced: set[str] = set()  # tools already warned about an unenforced timeout_ms
         self._ids = itertools.count(1)
 
     # ------------------------------------------------------------------------------ resolution
@@ -502,8 +505,10 @@ class Stages:
             error = result.error
             if not isinstance(error, ToolErrorInfo):
                 error = ToolErrorInfo(ToolExecutionError.code, text_of(result.content) or "tool call failed")
-            rebuilt = ToolResult(True, None, snapshot(list(result.content), freeze=True, root="content"),
-                                 error, snapshot(result.meta, freeze=True, root="meta"), contexts)
+            rebuilt = ToolResult(is_error=True,
+                                 content=snapshot(list(result.content), freeze=True, root="content"),
+                                 error=error, meta=snapshot(result.meta, freeze=True, root="meta"),
+                                 additional_contexts=contexts)
             return self._own(execution, rebuilt)
         definition = self.resolve(call.name, call.agent, call.parent is not None)
         if definition is None:
@@ -525,6 +530,8 @@ class Stages:
             definition = self.resolve(call.name, call.agent, call.parent is not None)
             if definition is None:
                 return self._own(execution, _error(ToolNotFoundError, f'unknown tool "{call.name}"'))
+            if definition.timeout_ms is not None and not _applicable(self.timeout_hooks, call.agent):
+                self._warn_unenforced(definition)
             validate = definition.validate_arguments
             if validate is not None:
                 violations = validate(call.arguments)
@@ -539,6 +546,15 @@ class Stages:
         finally:
             if fused is not call.cancel and fused is not substitute:
                 fused.detach()
+
+    def _warn_unenforced(self, definition: ToolDefinition) -> None:
+        if definition.name in self._unenforced:
+            return
+        self._unenforced.add(definition.name)
+        logger.warning('tool "%s" declares timeout_ms=%s, but no timeout policy covers this call, so the '
+                       "budget is not enforced: install one with codemode.tools.install_timeout_policy(rt) "
+                       "(codemode.CodeMode and the command line install it)", definition.name,
+                       definition.timeout_ms)
 
     async def _invoke(self, definition: ToolDefinition, call: ToolCall, context: ToolContext,
                       fused: CancelSignal) -> ToolResult:
@@ -602,7 +618,7 @@ class Stages:
             except Exception:
                 raise ToolOutputError(
                     f"{prefix}output.presentation_meta returned non-lossless JSON") from None
-        return ToolResult(False, frozen, content, None, meta, _EMPTY)
+        return ToolResult(is_error=False, value=frozen, content=content, meta=meta)
 
     # ------------------------------------------------------------------------------ stage 3/4: finish
 
@@ -654,7 +670,7 @@ class Stages:
             message = text_of(content) or "tool result blocked by post-execute policy"
             contexts = snapshot(list(decision.additional_contexts), freeze=True, root="additional_contexts")
             error = ToolErrorInfo(ToolDeniedError.code, message)
-            return ToolResult(True, None, content, error, None, contexts)
+            return ToolResult(is_error=True, content=content, error=error, additional_contexts=contexts)
         has_value, has_content = decision.value is not UNSET, decision.content is not UNSET
         if has_value and has_content:
             raise PolicyError("on_post_execute Accept cannot replace both value and content")
@@ -734,13 +750,15 @@ class Stages:
 def _content(blocks: object, what: str) -> FrozenList:
     """Validate and freeze content blocks: a list of JSON objects each with a string ``type``."""
     if isinstance(blocks, str | bytes | Mapping) or not isinstance(blocks, Sequence):
-        raise ToolOutputError(f"{what} must return a list of content blocks, not {type(blocks).__name__}")
+        raise ToolOutputError(f"{what} must return a list of content blocks such as "
+                              f'[{{"type": "text", "text": "..."}}], not {type(blocks).__name__}')
     try:
         frozen: FrozenList = freeze(blocks if type(blocks) is list else list(blocks), "content")
     except Exception:
         raise ToolOutputError(f"{what} returned non-lossless JSON") from None
     for index, block in enumerate(frozen):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise ToolOutputError(f'{what} returned content[{index}] without a string "type"')
+            raise ToolOutputError(f'{what} returned content[{index}] without a string "type" (a content '
+                                  'block is a JSON object such as {"type": "text", "text": "..."})')
     return frozen
 

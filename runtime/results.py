@@ -44,9 +44,13 @@ class ToolErrorInfo:
         return {"code": self.code, "message": self.message}
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
 class ToolResult:
-    """The frozen outcome of one tool call (identity-compared: each call produces its own object)."""
+    """The frozen outcome of one tool call (identity-compared: each call produces its own object).
+
+    Build one with :meth:`success` or :meth:`failure` (they validate and freeze every part); the fields
+    are keyword-only, so a direct construction reads ``ToolResult(is_error=False, value=...)``.
+    """
 
     is_error: bool
     value: Any = None

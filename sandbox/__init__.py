@@ -13,8 +13,9 @@ interpreter, the protocol, the isolation layers), not the host's side (anyio, th
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .calls import CallAbandonment as CallAbandonment
@@ -47,82 +48,39 @@ if TYPE_CHECKING:
     from .results import RunStats as RunStats
     from .session import SandboxSession as SandboxSession
 
-#: Where each public name lives.
+#: Where each public name lives; ``__all__`` is derived from it, and tests/test_public_api.py checks
+#: that the ``TYPE_CHECKING`` imports above (which type checkers read) say the same.
 _HOMES: dict[str, str] = {
-    "CallAbandonment": "calls",
-    "CooperativeCallTool": "calls",
-    "SandboxClosedError": "errors",
-    "SandboxError": "errors",
-    "SandboxLimitsError": "errors",
-    "SandboxStartError": "errors",
-    "SandboxUsageError": "errors",
-    "SessionClosedError": "errors",
-    "ToolCallFailure": "errors",
-    "CompiledProgram": "interpreter",
-    "ProgramCompileError": "interpreter",
-    "ProgramOutcome": "interpreter",
-    "ProgramPolicyError": "interpreter",
-    "ProgramSyntaxError": "interpreter",
-    "ToolCallError": "interpreter",
-    "compile_program": "interpreter",
-    "run_program": "interpreter",
-    "DEFAULT_LIMITS": "limits",
-    "SandboxLimits": "limits",
-    "FrozenDict": "lossless",
-    "FrozenList": "lossless",
-    "JsonValue": "lossless",
-    "LosslessJsonError": "lossless",
-    "Sandbox": "pool",
-    "ERROR_KINDS": "results",
-    "RunError": "results",
-    "RunResult": "results",
-    "RunStats": "results",
-    "SandboxSession": "session",
+    "CallAbandonment": ".calls",
+    "CooperativeCallTool": ".calls",
+    "SandboxClosedError": ".errors",
+    "SandboxError": ".errors",
+    "SandboxLimitsError": ".errors",
+    "SandboxStartError": ".errors",
+    "SandboxUsageError": ".errors",
+    "SessionClosedError": ".errors",
+    "ToolCallFailure": ".errors",
+    "CompiledProgram": ".interpreter",
+    "ProgramCompileError": ".interpreter",
+    "ProgramOutcome": ".interpreter",
+    "ProgramPolicyError": ".interpreter",
+    "ProgramSyntaxError": ".interpreter",
+    "ToolCallError": ".interpreter",
+    "compile_program": ".interpreter",
+    "run_program": ".interpreter",
+    "DEFAULT_LIMITS": ".limits",
+    "SandboxLimits": ".limits",
+    "FrozenDict": ".lossless",
+    "FrozenList": ".lossless",
+    "JsonValue": ".lossless",
+    "LosslessJsonError": ".lossless",
+    "Sandbox": ".pool",
+    "ERROR_KINDS": ".results",
+    "RunError": ".results",
+    "RunResult": ".results",
+    "RunStats": ".results",
+    "SandboxSession": ".session",
 }
 
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value  # (later lookups do not come back here)
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
-
-
-__all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_api.py)
-    "CallAbandonment",
-    "CompiledProgram",
-    "CooperativeCallTool",
-    "DEFAULT_LIMITS",
-    "ERROR_KINDS",
-    "FrozenDict",
-    "FrozenList",
-    "JsonValue",
-    "LosslessJsonError",
-    "ProgramCompileError",
-    "ProgramOutcome",
-    "ProgramPolicyError",
-    "ProgramSyntaxError",
-    "RunError",
-    "RunResult",
-    "RunStats",
-    "Sandbox",
-    "SandboxClosedError",
-    "SandboxError",
-    "SandboxLimits",
-    "SandboxLimitsError",
-    "SandboxSession",
-    "SandboxStartError",
-    "SandboxUsageError",
-    "SessionClosedError",
-    "ToolCallError",
-    "ToolCallFailure",
-    "compile_program",
-    "run_program",
-)
+__all__ = tuple(sorted(_HOMES))
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

@@ -40,13 +40,14 @@ def post(path, body):
 '''
 
 
-def _library_example() -> str:
-    """The README's first Python block under its library heading."""
+def _library_examples() -> list[str]:
+    """The README's Python blocks under its library heading (the short program, then the agent loop)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text[text.index("\n## Library"):]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match is not None, "README.md has no library example"
-    return match.group(1)
+    section = section[:section.index("\n## ", 1)]
+    found = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    assert len(found) >= 2, "README.md lacks the library examples"
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -98,15 +99,18 @@ def test_the_wheel_runs_a_program_from_a_project_with_colliding_module_names(
     assert result["result"] == {"sum": 5} and result["logs"] == ["sum 5"]
 
 
-def test_the_readme_library_example_runs_from_such_a_project(installed: Path, project: Path) -> None:
-    """The README's library example works as written, with a scripted chat-completions endpoint standing in
-    for the LLM."""
-    example = _library_example()
+@pytest.mark.parametrize(("index", "expected"), [(0, "5\n"), (1, "the sum is 5\n")],
+                         ids=["first-program", "agent-loop"])
+def test_the_readme_library_examples_run_from_such_a_project(installed: Path, project: Path,
+                                                             index: int, expected: str) -> None:
+    """The README's library examples work as written, with a scripted chat-completions endpoint standing
+    in for the LLM."""
+    example = _library_examples()[index]
     source = (SCRIPTED_POST if "post(" in example else "") + example
     (project / "agent.py").write_text(source, encoding="utf-8")
     done = _run([str(installed / "python"), "agent.py"], project)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "the sum is 5\n"
+    assert done.stdout == expected
 
 
 def test_python_dash_m_codemode_is_the_command_line(installed: Path, project: Path) -> None:

@@ -1,5 +1,6 @@
-"""Concrete tools and policy plugins: run_code, timeout policy, repeat reminder, todo_write, demo,
-workspace and MCP bridge, provider adapters, plus the ``codemode`` command line.
+"""Concrete tools and policy plugins: :class:`CodeMode` (the one entry object), run_code, timeout policy,
+repeat reminder, todo_write, demo, workspace and MCP bridge, provider adapters, plus the ``codemode``
+command line.
 
 Not to be confused with the ``tools`` object a sandboxed program sees (the SDK proxy).
 
@@ -9,9 +10,11 @@ and most users of this package never touch it.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
+from codemode.sandbox._lazy import lazy_exports
+
+from ._codemode import CodeMode as CodeMode
 from .demo import demo_tools as demo_tools
 from .providers import AnthropicMessages as AnthropicMessages
 from .providers import ModelReply as ModelReply
@@ -33,12 +36,22 @@ from .workspace import Workspace as Workspace
 from .workspace import WorkspaceLimits as WorkspaceLimits
 from .workspace import workspace_tools as workspace_tools
 
-_LAZY = dict.fromkeys(
+if TYPE_CHECKING:
+    from .mcp_bridge import McpBridge as McpBridge
+    from .mcp_bridge import UpstreamServer as UpstreamServer
+    from .mcp_bridge import add_serve_arguments as add_serve_arguments
+    from .mcp_bridge import parse_upstream as parse_upstream
+    from .mcp_bridge import run_serve as run_serve
+    from .mcp_bridge import serve_stdio as serve_stdio
+
+#: The names imported on first use, and where they live.
+_HOMES = dict.fromkeys(
     ("McpBridge", "UpstreamServer", "add_serve_arguments", "parse_upstream", "run_serve", "serve_stdio"),
-    "codemode.tools.mcp_bridge")
+    ".mcp_bridge")
 
 __all__ = (  # noqa: RUF022 (plain sorted order, as tests/test_public_api.py checks)
     "AnthropicMessages",
+    "CodeMode",
     "McpBridge",
     "ModelReply",
     "OpenAIChat",
@@ -67,10 +80,4 @@ __all__ = (  # noqa: RUF022 (plain sorted order, as tests/test_public_api.py che
 )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

@@ -44,6 +44,7 @@ from codemode.sandbox.lossless import thaw
 
 from ._mcp_client import McpBridge, parse_upstream
 from ._mcp_convert import to_call_tool_result
+from .timeout_policy import install_timeout_policy
 
 __all__ = (
     "SDK_PROMPT",
@@ -236,6 +237,7 @@ async def run_serve(args: argparse.Namespace) -> int:
             if hasattr(code_runtime, "__aenter__"):  # the code runtime owns the sandbox's warm workers
                 code_runtime = await stack.enter_async_context(code_runtime)
             rt = await stack.enter_async_context(ToolRuntime(mode=args.mode, code_runtime=code_runtime))
+            install_timeout_policy(rt)  # every tool's timeout_ms holds
             for definition in definitions:
                 rt.register(definition)
             prefix: Literal["auto", "always"] = "always" if args.upstream_prefix else "auto"

@@ -29,6 +29,8 @@ import anyio
 from codemode.runtime import Agent, CodemodeError, ToolCallRequest, ToolDefinition, ToolRuntime, UsageError
 from codemode.sandbox.lossless import LosslessJsonError, loads
 
+from .timeout_policy import install_timeout_policy
+
 __all__ = ("CliUsageError", "load_toolset", "main", "open_runtime")
 
 MODES = ("native", "code", "both")
@@ -96,6 +98,7 @@ async def open_runtime(mode: str = "native", toolset: str | None = None, *, work
             if hasattr(code_runtime, "__aenter__"):
                 code_runtime = await stack.enter_async_context(code_runtime)
         runtime = await stack.enter_async_context(ToolRuntime(mode, code_runtime=code_runtime))
+        install_timeout_policy(runtime)  # every tool's timeout_ms holds
         for definition in definitions:
             try:
                 runtime.register(definition)

@@ -28,6 +28,7 @@ from typing import Any, Self
 from codemode.runtime import (
     Agent,
     CodeRunFailedError,
+    LifecycleError,
     Scope,
     ToolContext,
     ToolDefinition,
@@ -206,8 +207,11 @@ class PythonCodeRuntime:
         self.on_run = on_run
         self._sessions: dict[Scope | None, SandboxSession] = {}
         self._stack: contextlib.AsyncExitStack | None = None
+        self._exited = False
 
     async def __aenter__(self) -> Self:
+        if self._stack is not None or self._exited:
+            raise LifecycleError("a PythonCodeRuntime can be entered once (`async with` it a single time)")
         stack = contextlib.AsyncExitStack()
         if self._own_sandbox:
             await stack.enter_async_context(self.sandbox)
@@ -220,8 +224,22 @@ class PythonCodeRuntime:
         for session in sessions.values():
             await session.aclose()
         stack, self._stack = self._stack, None
+        self._exited = True
         if stack is not None:
             await stack.aclose()
+
+    def check_running(self) -> None:
+        """Raise :class:`~codemode.runtime.LifecycleError` unless programs can run now (entered, not exited).
+
+        The :class:`~codemode.runtime.ToolRuntime` calls it before it schedules a ``run_code`` call, so a
+        runtime that was never entered fails in the integrator's hands, not as a tool error the model sees.
+        """
+        if self._stack is None:
+            state = "has exited" if self._exited else "was never entered"
+            raise LifecycleError(f"the PythonCodeRuntime {state}: programs run only inside `async with "
+                                 "PythonCodeRuntime() as code_runtime` (entered before the ToolRuntime that "
+                                 "uses it, or with rt.enter_async_context(code_runtime)); codemode.CodeMode "
+                                 "does this for you")
 
     # ------------------------------------------------------------------ the CodeRuntime seam
 

@@ -221,6 +221,6 @@ def install_timeout_policy(rt: ToolRuntime, *, grace_ms: float = DEFAULT_GRACE_M
             or grace_ms <= 0):
         raise ValueError(f"grace_ms must be a positive finite number of milliseconds, not {grace_ms!r}")
     policy = TimeoutPolicy(rt, float(grace_ms))
-    policy._dispose = rt.around_execute(policy._wrap)
+    policy._dispose = rt.around_execute(policy._wrap, enforces_timeouts=True)
     return policy
 

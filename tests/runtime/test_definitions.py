@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -184,6 +185,89 @@ def test_soft_validation_of_classifier_presenters_and_claims() -> None:
     assert definition.is_concurrency_safe({"text": "a"}) is True
     assert definition.present_call({"text": "a"}) == {"card": "generic"}
     assert definition.claims({"text": "a"}) == ResourceClaims(frozenset(), frozenset({"a"}))
+
+
+@pytest.mark.parametrize("make", ["define_tool", "raw_tool"])
+def test_is_concurrency_safe_accepts_a_constant(make: str, caplog: pytest.LogCaptureFixture) -> None:
+    """``True`` makes every (valid) call parallel and ``False`` exclusive, with nothing logged per call
+    (a bool used to be stored as the classifier and fail on every call)."""
+    from codemode.runtime import ToolRuntime
+
+    build = _define if make == "define_tool" else _raw
+    rt = ToolRuntime()
+    rt.register(build(name="yes", parameters={"text": {"type": "string"}}, is_concurrency_safe=True))
+    rt.register(build(name="no", is_concurrency_safe=False))
+    with caplog.at_level(logging.DEBUG):
+        assert rt.execution_mode("yes", {"text": "a"}) == "parallel"
+        assert rt.execution_mode("no", {}) == "exclusive"
+        execution = rt.stages.create("yes", {"text": "a"})
+        assert rt.stages.execution_mode(execution) == "parallel"
+    assert caplog.records == []
+    if make == "define_tool":
+        assert rt.execution_mode("yes", {"text": 1}) == "exclusive"  # invalid arguments stay exclusive
+
+
+def _raw(**overrides: Any) -> Any:
+    options: dict[str, Any] = {"name": "t", "description": "d", "parameters": {"type": "object"},
+                               "output": ToolOutput(schema=TEXT_OUTPUT, render=render_text), "execute": _noop}
+    options.update(overrides)
+    if "parameters" in overrides and "type" not in overrides["parameters"]:
+        options["parameters"] = {"type": "object"}
+    return raw_tool(**options)
+
+
+def test_claims_accepts_one_value_for_every_call() -> None:
+    """A ResourceClaims value is claimed by every valid call."""
+    claims = ResourceClaims(writes=frozenset({"db"}))
+    definition = _define(parameters={"text": {"type": "string"}}, claims=claims)
+    assert definition.claims is not None
+    assert definition.claims({"text": "a"}) == claims and definition.claims({"text": 1}) is None
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"output": ToolOutput(schema={}, render=lambda value: [])},
+     r'tool "t" output.render must accept 2 positional arguments \(args, value\), but .* does not'),
+    ({"output": ToolOutput(schema={}, render=render_text, presentation_meta=lambda: None)},
+     r"output.presentation_meta must accept 2 positional arguments"),
+    ({"is_concurrency_safe": lambda: True},
+     r"is_concurrency_safe must accept 1 positional argument \(args\)"),
+    ({"is_concurrency_safe": "yes"}, r"is_concurrency_safe must be True, False or a callable"),
+    ({"claims": lambda a, b: None}, r"claims must accept 1 positional argument \(args\)"),
+    ({"present_call": lambda: None}, r"present_call must accept 1 positional argument"),
+    ({"present_result": lambda args: None}, r"present_result must accept 2 positional arguments"),
+    ({"finalize_content": lambda call: None}, r"finalize_content must accept 2 positional arguments"),
+    ({"execute": lambda args: None}, r"execute must accept 2 positional arguments \(args, ctx\)"),
+])
+def test_callables_with_the_wrong_arity_fail_when_the_tool_is_defined(options: dict[str, Any],
+                                                                      message: str) -> None:
+    """It checks each callable's signature once, at definition, instead of failing on every call."""
+    with pytest.raises(DefinitionError, match=message):
+        _define(**options)
+
+
+def test_a_definition_built_directly_with_a_bool_classifier_is_refused_at_registration() -> None:
+    """A ToolDefinition made by hand with ``is_concurrency_safe=True`` is refused with a hint."""
+    from dataclasses import replace
+
+    from codemode.runtime import ToolRuntime
+
+    definition = replace(_define(), is_concurrency_safe=True)
+    with pytest.raises(DefinitionError, match="pass True/False to define_tool or raw_tool"):
+        ToolRuntime().register(definition)
+
+
+@pytest.mark.anyio
+async def test_render_results_are_checked_on_every_call_with_a_clear_error() -> None:
+    """A render returning something other than a list of blocks is an INVALID_TOOL_OUTPUT result
+    that shows the expected shape."""
+    from codemode.runtime import ToolRuntime
+
+    rt = ToolRuntime()
+    rt.register(_define(output=ToolOutput(schema=TEXT_OUTPUT, render=lambda args, value: value["text"])))
+    result = await rt.execute("t", {})
+    assert result.code == "INVALID_TOOL_OUTPUT"
+    assert result.error is not None
+    assert '[{"type": "text", "text": "..."}], not str' in result.error.message
 
 
 def test_raw_tool_skips_argument_validation_but_needs_output() -> None:

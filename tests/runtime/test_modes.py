@@ -35,8 +35,8 @@ from codemode.runtime import (
     UnknownLanguageError,
     collapses,
     define_tool,
-    signpost_message,
 )
+from codemode.runtime.lowlevel import signpost_message
 from codemode.runtime.prompt import CODE_ONLY_RULE, UNLISTED_TOOLS
 
 from .helpers import echo_tool

@@ -694,20 +694,16 @@ async def test_execution_mode_only_literal_true_is_parallel(rt: ToolRuntime) -> 
         assert rt.execution_mode(name, {"text": "x"}) == "exclusive"
 
 
-async def test_execute_tool_calls_delegates_to_the_scheduler(rt: ToolRuntime,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """It forwards a model turn to codemode.runtime.scheduler.execute_tool_calls."""
-    from codemode.runtime import scheduler
+async def test_execute_tool_calls_returns_the_results_in_model_order(rt: ToolRuntime) -> None:
+    """It runs a model turn through the scheduler and returns one ToolResult per call, in model order."""
+    from codemode.runtime import ToolCallRequest
 
-    seen: list[Any] = []
-
-    async def fake(runtime: Any, calls: Any, *, agent: Any, cancel: Any) -> str:
-        seen.append((runtime, calls, agent, cancel))
-        return "done"
-
-    monkeypatch.setattr(scheduler, "execute_tool_calls", fake, raising=False)
-    assert await rt.execute_tool_calls(["c"], agent=None) == "done"
-    assert seen == [(rt, ["c"], None, None)]
+    calls = [ToolCallRequest("c1", "echo", '{"text": "a"}'), ToolCallRequest("c2", "echo", "{bad"),
+             ToolCallRequest("c3", "echo", '{"text": "b"}')]
+    results = await rt.execute_tool_calls(calls, agent=None)
+    assert all(isinstance(result, ToolResult) for result in results)
+    assert [result.code for result in results] == [None, "INVALID_ARGS", None]
+    assert [result.value["text"] for result in (results[0], results[2])] == ["a", "b"]
 
 
 @pytest.mark.parametrize(("fails", "concludes"), [(False, True), (True, False)])

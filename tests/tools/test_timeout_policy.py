@@ -286,3 +286,28 @@ async def test_an_adopted_body_torn_down_with_the_runtime_reads_as_aborted() -> 
                     raise RuntimeError("the host failed")
     assert box[0].code == "ABORTED"
     assert box[0].error.message == "tool call aborted: the runtime closed while it was running"
+
+
+async def test_an_unenforced_timeout_is_reported_once_per_tool(caplog: pytest.LogCaptureFixture) -> None:
+    """A tool with ``timeout_ms`` run by a runtime without the timeout policy logs one warning naming
+    the fix; with the policy installed nothing is logged, and after it is uninstalled the warning comes."""
+    bare = ToolRuntime()
+    bare.register(_slow("slow", timeout_ms=1000))
+    bare.register(_slow("plain", timeout_ms=None))
+    with caplog.at_level(logging.WARNING, logger="runtime"):
+        for _ in range(3):
+            assert not (await bare.execute("slow", {})).is_error
+        await bare.execute("plain", {})
+    warnings = [record.getMessage() for record in caplog.records]
+    assert len(warnings) == 1 and 'tool "slow" declares timeout_ms=1000' in warnings[0]
+    assert "install_timeout_policy" in warnings[0]
+    caplog.clear()
+    enforced = ToolRuntime()
+    enforced.register(_slow("slow", timeout_ms=1000))
+    uninstall = install_timeout_policy(enforced)
+    with caplog.at_level(logging.WARNING, logger="runtime"):
+        await enforced.execute("slow", {})
+        assert caplog.records == []
+        uninstall()
+        await enforced.execute("slow", {})
+    assert len(caplog.records) == 1
