@@ -267,6 +267,11 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
              "type misses it (super().format, super(E, e).obj)",
              "guards are keyed on the resolved function or descriptor; super().__init__ goes through "
              "guarded_super_init (real super objects only)"),
+    AuditRow("builtins-super-init", "builtins", ("super",),
+             "super(type(x), x).__init__(...) re-runs a base class's __init__ on any object it can name, "
+             "host objects shared by every run included (a cached typing alias gets another origin)",
+             "guarded_super_init: a real super proxy over an object the program may write (its own "
+             "instances and classes), the write guard's rule"),
     AuditRow("builtins-type", "builtins", ("type",),
              "type(x) is the real class of an instance: its unbound methods (type(c).send, "
              "type(future).get_loop) bypass any guard keyed on the receiver",

@@ -290,10 +290,21 @@ def guarded_getattr(obj: object, name: str, default: Any = _MISSING) -> Any:
 
 
 def guarded_super_init(proxy: object) -> Any:
-    """``super().__init__`` for programs: only a real ``super`` object has its ``__init__`` looked up."""
+    """``super().__init__`` for programs: a real ``super`` object over an object the program may write.
+
+    A base class's ``__init__`` rewrites the object it runs on, so ``super(type(x), x).__init__(...)`` on
+    a host object would bypass :func:`write_guard` (a cached ``typing`` alias, shared by every run and
+    by the host, re-initialised with another origin): the proxy's object must be one the program may
+    modify (its own instances and classes), as for any other write.
+    """
     if type(proxy) is not super:
         raise AttributeError('"__init__" can only be reached as super().__init__')
-    return proxy.__init__  # type: ignore[misc]
+    target: Any = proxy
+    owner = target.__self__
+    if owner is None or write_guard(owner) is not owner:
+        raise TypeError(f"cannot re-initialise {_describe(owner)}: "
+                        "a program may only modify objects it created")
+    return target.__init__
 
 
 def guarded_hasattr(obj: object, name: str) -> bool:

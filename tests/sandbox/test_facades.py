@@ -439,7 +439,8 @@ def _samples() -> dict[str, object]:
         "partial": functools.partial(len), "normal": statistics.NormalDist(),
         "fraction": fractions.Fraction(1, 3), "auto": enum.auto(), "typevar": typing.TypeVar("T"),
         "flag": re.A, "fields": dataclasses.fields(D), "now": datetime.datetime.now(),
-        "alias": list[int], "counter": collections.Counter("ab"), "chainmap": collections.ChainMap(),
+        "alias": typing.Annotated[int, 0], "iterable": typing.Iterable, "counter": collections.Counter("ab"),
+        "chainmap": collections.ChainMap(),
     }
 
 

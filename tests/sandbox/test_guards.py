@@ -8,6 +8,7 @@ import collections
 import collections.abc
 import datetime
 import enum
+import re
 import string
 import types
 import typing
@@ -186,14 +187,27 @@ def test_writable_types_never_hold_metaclasses(program_class: type) -> None:
     assert not any(issubclass(t, type) for t in WRITABLE_TYPES)
 
 
-def test_super_init_hook_needs_a_real_super() -> None:
-    """It answers __init__ for super objects only."""
-    class Base:
-        pass
-
-    assert guarded_super_init(super(Base, Base())) is not None
+def test_super_init_hook_needs_a_real_super(program_class: type) -> None:
+    """It answers __init__ for super objects over the program's own objects only."""
+    assert guarded_super_init(super(program_class, program_class())) is not None
     with pytest.raises(AttributeError):
         guarded_super_init(FACADES["json"])
+
+
+@pytest.mark.parametrize("target", [typing.Iterable, typing.Annotated[int, 0], typing.Callable,
+                                    FACADES["json"], re.A, ValueError("x"), collections.OrderedDict()],
+                         ids=repr)
+def test_super_init_refuses_to_reinitialise_host_objects(target: object) -> None:
+    """``super(type(x), x).__init__`` on a host object (a cached typing alias shared by every run) is a
+    write the program may not make; a container it created is its own."""
+    proxy = super(type(target), target)
+    if isinstance(target, collections.OrderedDict):
+        assert guarded_super_init(proxy) is not None
+        return
+    with pytest.raises(TypeError, match="only modify objects it created"):
+        guarded_super_init(proxy)
+    with pytest.raises(TypeError, match="only modify objects it created"):
+        guarded_super_init(super(type(target)))
 
 
 def test_setattr_checks_the_name() -> None:

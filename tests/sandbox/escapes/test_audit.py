@@ -396,6 +396,9 @@ PERSIST: dict[str, tuple[str, str]] = {
                          "import random\nreturn random.random() == random.Random(7).random()"),
     "textwrap-wrapper": ("import textwrap\ntextwrap.TextWrapper.unicode_whitespace_trans[0] = 'x'",
                          "import textwrap\nreturn 0 in textwrap.TextWrapper.unicode_whitespace_trans"),
+    "builtins-super-init": (
+        "import typing\nsuper(type(typing.List), typing.List).__init__(dict, name='Poisoned')",
+        "import typing\nreturn repr(typing.List) == 'typing.Poisoned'"),
     "typing-alias-forwarding": ("import typing\nclass P:\n    pass\ntyping.Iterable.register(P)",
                                 "import typing\nreturn isinstance(P(), typing.Iterable)"),
 }
@@ -794,6 +797,23 @@ LEGIT: dict[str, str] = {
             def shout(self):
                 return super().upper() + "!"
         return [Child(2).describe(), str(E("x")), super(Child, Child(1)).describe(), Named("hi").shout()]
+    """,
+    "builtins-super-init": """
+        import collections
+        class Base:
+            def __init__(self, v):
+                self.v = v
+        class Child(Base):
+            def __init__(self):
+                super().__init__(3)
+        class Ordered(collections.OrderedDict):
+            def __init__(self, pairs):
+                super().__init__(pairs)
+                self.tag = "t"
+        class Failure(Exception):
+            def __init__(self, code):
+                super(Failure, self).__init__("failed: " + str(code))
+        return [Child().v, list(Ordered([("a", 1)]).items()), Ordered([]).tag, str(Failure(2))]
     """,
     "builtins-type": """
         class K:
