@@ -23,9 +23,16 @@ Why each guard exists:
 
   The resolved-value rules run for the names that can resolve to those functions (``_VALUE_CHECKED``,
   all in :data:`GUARDED_ATTRIBUTES`); a test walks everything reachable from the facades to check that
-  no forbidden function hides under another name. To widen the language (e.g. admit ``str.format``
-  through a safe formatter): replace the entry in :func:`_forbidden_functions` by a vetted stand-in;
-  never key a new rule on the receiver's type.
+  no forbidden function hides under another name.
+
+  Widening the language keeps these invariants: a new rule is keyed on the function or descriptor
+  (:func:`forbidden_reason`), never on the receiver's type; the ``_VALUE_CHECKED`` and
+  :data:`NAMEDTUPLE_NAMES` loads stay routed through ``_getattr_`` even if ``_private`` names become
+  readable; a safe ``str.format`` resolves every field through :func:`guarded_getattr` (and replaces
+  the entry in :func:`_forbidden_functions` by itself); ``match`` class patterns read attributes in C,
+  so admitting them means applying :func:`guarded_getattr`'s rules to every attribute a pattern names
+  (``case AttributeError(obj=o)``); helpers that bind names for a program keep refusing dunders and
+  sunders (:func:`check_namespace_name`, :func:`check_code_name`).
 * :func:`write_guard` (``_write_``) lets a program mutate only what it created: builtin containers and
   their subclasses' instances, a few stdlib value types that are always fresh (deques, decimal contexts,
   text wrappers) and instances of classes it defined, and those classes. Modules facades, host classes,
