@@ -14,9 +14,23 @@ were reviewed one by one. The rules behind the lists:
   ``decimal.DefaultContext`` and friends (shared mutable contexts), ``enum.EnumMeta``,
   ``dataclasses.make_dataclass``, ``json``'s ``cls=`` hook, ``asyncio`` everything but the members below.
 * Mutable module constants are handed in as immutable copies (``hashlib.algorithms_available``,
-  ``textwrap.TextWrapper.unicode_whitespace_trans``); a test walks every member's attributes for this.
+  ``textwrap.TextWrapper.unicode_whitespace_trans``); a test walks everything reachable from the
+  facades (and from what their functions return) for shared mutable objects.
 * Helpers that modify the class or function they are given (``dataclasses.dataclass``,
   ``functools.total_ordering``/``wraps``/``update_wrapper``) accept only the program's own.
+* Helpers that act on *names* a program chose are held to names a program could have written itself:
+  ``update_wrapper``/``wraps`` copy only their default names (``assigned=``/``updated=`` cannot name
+  ``__globals__``, ``__builtins__``, ``__code__`` ...); enum's functional API (a metaclass on the
+  facade's enum bases) refuses names starting with ``_`` (they would define protocol or enum hooks) and
+  ``module=``; ``dataclass`` refuses field names that are not plain identifiers before ``dataclasses``
+  pastes them into the source it ``exec``s; ``namedtuple`` refuses ``module=`` (it checks the names
+  itself); ``copy.deepcopy`` refuses a ``memo`` (it would collect the originals, a host object's real
+  ``__dict__`` among them); ``typing.overload`` records nothing in the process-wide registry.
+* Host state behind a facade function does not outlive a run (:class:`ProgramScope`): each run has its
+  own ``decimal`` context and the ``random`` functions are methods of the facade's own generator,
+  reseeded for every run (the host's global generator is not reachable).
+* The audit of every entry point, what it reaches in the real stdlib and how it is guarded, is
+  :mod:`codemode.sandbox._audit` (one escape test per row).
 * ``asyncio`` returns :class:`SafeAwaitable` objects only: a program never holds a real Future, Task,
   event loop or a coroutine of host code. Tasks started for ``gather``/``as_completed`` are recorded in
   the run's :class:`TaskRegistry`, which the executor cancels when the run ends (nothing outlives it);
@@ -50,20 +64,28 @@ import random
 import re
 import statistics
 import string
+import sys
 import textwrap
 import types
 import typing
 import uuid
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, cast
 
-from .guards import is_program_class, is_program_function, register_program_class
+from .guards import (
+    check_code_name,
+    check_namespace_name,
+    is_program_class,
+    is_program_function,
+    register_program_class,
+)
 
 __all__ = (
     "ALLOWED_MODULES",
     "CURRENT_TASKS",
     "FACADES",
     "ModuleFacade",
+    "ProgramScope",
     "SafeAwaitable",
     "TaskRegistry",
     "coroutine_of",
@@ -255,9 +277,27 @@ def _require_program_class(cls: object, where: str) -> type:
     return cls
 
 
+def _check_field_names(cls: type) -> None:
+    """Refuse a class whose field names ``dataclasses`` would paste into generated source."""
+    annotations = cls.__dict__.get("__annotations__")  # noqa: RUF063 (exactly what dataclasses reads)
+    names: list[object] = []
+    if annotations is not None:
+        if type(annotations) is not dict:
+            raise TypeError("dataclasses.dataclass needs the class's own annotations")
+        names.extend(annotations)
+    for base in cls.__mro__[1:]:
+        fields = base.__dict__.get("__dataclass_fields__")
+        if type(fields) is dict:
+            names.extend(fields)
+    for name in names:
+        check_code_name(name, "dataclasses.dataclass field")
+
+
 def _dataclass(cls: object = None, /, **options: Any) -> Any:
     def wrap(target: object) -> type:
-        made: type = dataclasses.dataclass(_require_program_class(target, "dataclasses.dataclass"), **options)
+        checked = _require_program_class(target, "dataclasses.dataclass")
+        _check_field_names(checked)
+        made: type = dataclasses.dataclass(checked, **options)
         register_program_class(made)
         return made
 
@@ -269,19 +309,168 @@ def _total_ordering(cls: object) -> type:
     return ordered
 
 
+#: The names ``update_wrapper``/``wraps`` may copy (their defaults): each is a plain value or the
+#: program function's own ``__dict__``. A program-chosen name would read and write any attribute
+#: (``updated=("__globals__",)`` merges a host module's globals into the program's).
+_WRAPPER_ASSIGNMENTS: Final = frozenset(functools.WRAPPER_ASSIGNMENTS)
+_WRAPPER_UPDATES: Final = frozenset(functools.WRAPPER_UPDATES)
+
+
+def _wrapper_names(names: Any, allowed: frozenset[str], what: str) -> tuple[str, ...]:
+    listed = tuple(names)
+    for name in listed:
+        if type(name) is not str or name not in allowed:
+            raise ValueError(f"functools.update_wrapper/wraps: {what}= may only name "
+                             f"{', '.join(sorted(allowed))} in the sandbox, not {name!r}")
+    return listed
+
+
 def _update_wrapper(wrapper: object, wrapped: object, assigned: Any = functools.WRAPPER_ASSIGNMENTS,
                     updated: Any = functools.WRAPPER_UPDATES) -> Any:
     if not is_program_function(wrapper):
         raise TypeError("functools.update_wrapper/wraps only accept functions defined by the program")
-    return functools.update_wrapper(wrapper, wrapped, assigned, updated)  # type: ignore[arg-type]
+    function = cast(types.FunctionType, wrapper)
+    assigned = _wrapper_names(assigned, _WRAPPER_ASSIGNMENTS, "assigned")
+    updated = _wrapper_names(updated, _WRAPPER_UPDATES, "updated")
+    functools.update_wrapper(function, cast(Callable[..., Any], wrapped), assigned, updated)
+    if "__annotations__" in assigned and not is_program_function(wrapped):
+        annotations = function.__annotations__
+        if type(annotations) is dict:  # (a host function's own dict: the program gets a copy)
+            function.__annotations__ = dict(annotations)
+    return function
 
 
 def _wraps(wrapped: object, assigned: Any = functools.WRAPPER_ASSIGNMENTS,
            updated: Any = functools.WRAPPER_UPDATES) -> Callable[[object], Any]:
+    assigned = _wrapper_names(assigned, _WRAPPER_ASSIGNMENTS, "assigned")
+    updated = _wrapper_names(updated, _WRAPPER_UPDATES, "updated")
+
     def decorate(wrapper: object) -> Any:
         return _update_wrapper(wrapper, wrapped, assigned, updated)
 
     return decorate
+
+
+def _caller_module(depth: int = 2) -> Any:
+    """The ``__name__`` of the calling program's globals (what the stdlib's frame hack reads)."""
+    return sys._getframe(depth).f_globals.get("__name__", "__main__")
+
+
+def _namedtuple(typename: Any, field_names: Any, *, rename: bool = False, defaults: Any = None,
+                module: Any = None) -> type:
+    # namedtuple checks every name itself (exact str identifiers, no keywords, no "_" unless renamed)
+    # before it evals its __new__; module= would claim a real module (and its globals) for the class.
+    if module is not None:
+        raise TypeError("namedtuple(module=...) is not available in the sandbox: a program's classes "
+                        "belong to the program")
+    return _NAMEDTUPLE(typename, field_names, rename=rename, defaults=defaults, module=_caller_module())
+
+
+_NAMEDTUPLE: Final[Callable[..., type]] = collections.namedtuple
+
+
+def _deepcopy(x: object, memo: Any = None) -> Any:
+    # A memo collects the originals it copied (a host object's real __dict__ among them) in
+    # memo[id(memo)]: handing one in would give the program those objects, writable.
+    if memo is not None:
+        raise TypeError("copy.deepcopy(x, memo) is not available in the sandbox; call deepcopy(x)")
+    return copy.deepcopy(x)
+
+
+def _overload(func: object) -> Any:
+    # typing.overload records every decorated function in a process-wide registry; the program
+    # gets the same placeholder without the record.
+    return typing._overload_dummy  # type: ignore[attr-defined]
+
+
+# -- enum ------------------------------------------------------------------------------------------
+
+
+def _enum_names(names: Any) -> Any:
+    """The functional API's ``names`` in a form enum reads the same way, every name checked."""
+    where = "enum functional API"
+    if isinstance(names, str):
+        return [check_namespace_name(name, where) for name in str.split(str.replace(names, ",", " "))]
+    if isinstance(names, (tuple, list)) and names and isinstance(names[0], str):
+        return [check_namespace_name(name, where) for name in names]
+    pairs: list[tuple[str, object]] = []
+    for item in names:
+        if isinstance(item, str):
+            pairs.append((check_namespace_name(item, where), names[item]))
+        else:
+            name, value = item
+            pairs.append((check_namespace_name(name, where), value))
+    return pairs
+
+
+class _EnumType(enum.EnumType):
+    """The metaclass of the facade's enum bases (and so of every enum a program defines).
+
+    Its one job: the functional API (``Enum("Color", "RED GREEN")``) binds program-chosen names in a
+    class namespace, so each name is checked (:func:`~codemode.sandbox.guards.check_namespace_name`)
+    and ``module=`` is refused. The facade classes answer ``isinstance``/``issubclass`` as the real
+    ``enum`` classes they stand for, so ``isinstance(re.A, enum.Flag)`` holds as in CPython.
+    """
+
+    def __call__(cls, value: Any, names: Any = None, *, module: Any = None,
+                 qualname: Any = None, type: Any = None, start: Any = 1, boundary: Any = None) -> Any:
+        if names is None:
+            return super().__call__(value)
+        if module is not None:
+            raise TypeError("the enum functional API's module= is not available in the sandbox: "
+                            "a program's classes belong to the program")
+        return super().__call__(value, _enum_names(names), module=_caller_module(), qualname=qualname,
+                                type=type, start=start, boundary=boundary)
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return type.__instancecheck__(_REAL_ENUMS.get(cls, cls), instance)
+
+    def __subclasscheck__(cls, subclass: Any) -> bool:
+        return type.__subclasscheck__(_REAL_ENUMS.get(cls, cls), subclass)
+
+
+#: Facade enum base -> the real ``enum`` class it stands for.
+_REAL_ENUMS: Final[dict[type, type]] = {}
+
+
+def _facade_enum(real: type) -> type:
+    """A member-less subclass of ``real`` whose metaclass guards the functional API."""
+    namespace = _EnumType.__prepare__(real.__name__, (real,))
+    namespace.update({"__module__": "enum", "__qualname__": real.__qualname__, "__doc__": real.__doc__})
+    made = _EnumType(real.__name__, (real,), namespace)
+    _REAL_ENUMS[made] = real
+    return made
+
+
+# -- per-run state -----------------------------------------------------------------------------------
+
+#: The generator behind the ``random`` facade's functions (the host's own global one stays the host's).
+_RANDOM: Final = random.Random()
+
+
+class ProgramScope:
+    """The facades' per-run state, entered by the executor around a run.
+
+    Host state a program reaches through a facade function must not carry from one run to the next (a
+    persistent session runs many programs in one process, and the in-process executor runs them in the
+    host): the run's task registry (:data:`CURRENT_TASKS`), a fresh ``decimal`` context for
+    ``getcontext``/``setcontext`` (the previous one is restored on exit), and the ``random`` facade's
+    generator, reseeded on entry (so ``random.seed`` in one run decides nothing in another, and forked
+    workers do not share a sequence).
+    """
+
+    __slots__ = ("_decimal", "_token")
+
+    def __init__(self, registry: TaskRegistry) -> None:
+        self._token = CURRENT_TASKS.set(registry)
+        _RANDOM.seed(random.getrandbits(128))
+        self._decimal = decimal.getcontext()
+        decimal.setcontext(decimal.Context())
+
+    def close(self) -> None:
+        """Restore what the run replaced."""
+        decimal.setcontext(self._decimal)
+        CURRENT_TASKS.reset(self._token)
 
 
 def _json_dumps(obj: object, *, skipkeys: bool = False, ensure_ascii: bool = True,
@@ -340,8 +529,8 @@ _STATISTICS: Final = (
     "harmonic_mean", "linear_regression", "mean", "median", "median_grouped", "median_high", "median_low",
     "mode", "multimode", "pstdev", "pvariance", "quantiles", "stdev", "variance",
 )
-_RANDOM: Final = (
-    "Random", "betavariate", "choice", "choices", "expovariate", "gauss", "getrandbits", "lognormvariate",
+_RANDOM_FUNCTIONS: Final = (
+    "betavariate", "choice", "choices", "expovariate", "gauss", "getrandbits", "lognormvariate",
     "normalvariate", "randbytes", "randint", "random", "randrange", "sample", "seed", "shuffle",
     "triangular", "uniform", "vonmisesvariate", "weibullvariate",
 )
@@ -380,16 +569,18 @@ def _build_facades() -> dict[str, ModuleFacade]:
                                wait_for=_wait_for)},
         "base64": _pick(base64, _BASE64),
         "bisect": _public(bisect),
-        "collections": _pick(collections, ("ChainMap", "Counter", "OrderedDict", "defaultdict", "deque",
-                                           "namedtuple")),
-        "copy": _pick(copy, ("Error", "copy", "deepcopy")),
+        "collections": {**_pick(collections, ("ChainMap", "Counter", "OrderedDict", "defaultdict", "deque")),
+                        **_present("collections", namedtuple=_namedtuple)},
+        "copy": {**_pick(copy, ("Error", "copy")), **_present("copy", deepcopy=_deepcopy)},
         "dataclasses": {**_pick(dataclasses, ("FrozenInstanceError", "KW_ONLY", "MISSING", "asdict",
                                               "astuple", "field", "fields", "is_dataclass", "replace")),
                         **_present("dataclasses", dataclass=_dataclass)},
         "datetime": _pick(datetime, ("MAXYEAR", "MINYEAR", "UTC", "date", "datetime", "time", "timedelta",
                                      "timezone", "tzinfo")),
         "decimal": decimal_members,
-        "enum": _pick(enum, ("Enum", "Flag", "IntEnum", "IntFlag", "StrEnum", "auto", "unique")),
+        "enum": {**_pick(enum, ("auto", "unique")),
+                 **{name: _facade_enum(getattr(enum, name))
+                    for name in ("Enum", "Flag", "IntEnum", "IntFlag", "StrEnum")}},
         "fractions": _pick(fractions, ("Fraction",)),
         "functools": {**_pick(functools, ("cache", "cached_property", "cmp_to_key", "lru_cache", "partial",
                                           "reduce")),
@@ -404,7 +595,7 @@ def _build_facades() -> dict[str, ModuleFacade]:
                  **_present("json", dumps=_json_dumps, loads=_json_loads)},
         "math": _public(math),
         "operator": _pick(operator, _OPERATOR),
-        "random": _pick(random, _RANDOM),
+        "random": {"Random": random.Random, **{name: getattr(_RANDOM, name) for name in _RANDOM_FUNCTIONS}},
         "re": {**_pick(re, ("A", "ASCII", "DOTALL", "I", "IGNORECASE", "L", "LOCALE", "M", "MULTILINE",
                             "Match", "NOFLAG", "Pattern", "RegexFlag", "S", "U", "UNICODE", "VERBOSE", "X",
                             "compile", "error", "escape", "findall", "finditer", "fullmatch", "match",
@@ -415,7 +606,8 @@ def _build_facades() -> dict[str, ModuleFacade]:
                                  "whitespace")),
         "textwrap": {**_pick(textwrap, ("dedent", "fill", "indent", "shorten", "wrap")),
                      "TextWrapper": _TextWrapper},
-        "typing": {**_pick(typing, _TYPING), "TYPE_CHECKING": False},
+        "typing": {**_pick(typing, [n for n in _TYPING if n != "overload"]), "TYPE_CHECKING": False,
+                   **_present("typing", overload=_overload)},
         "uuid": _pick(uuid, ("NAMESPACE_DNS", "NAMESPACE_OID", "NAMESPACE_URL", "NAMESPACE_X500", "UUID",
                              "uuid3", "uuid4", "uuid5")),
     }

@@ -3,13 +3,36 @@
 Why each guard exists:
 
 * :func:`guarded_getattr` (``_getattr_`` and the program's ``getattr``) refuses ``_``-names (but
-  reads of :data:`READABLE_NAMES`, plain strings, and of the namedtuple API on namedtuples), every
-  frame/code/generator/coroutine/async-generator/traceback internal, ``str.format``/``format_map`` (they
-  walk attributes in C), ``string.Formatter`` field resolution, ``AttributeError.obj`` (it can hold the
-  object behind a facade) and the asyncio internals that lead to the real event loop. The policy routes
-  only names in :data:`GUARDED_ATTRIBUTES` / :data:`GUARDED_PREFIXES` through it; for every other literal
-  name it would be exactly ``getattr`` (see :mod:`codemode.sandbox.policy`). A refused name reads as a missing
-  one to ``hasattr`` (False) and to ``getattr`` with a default (the default): nothing is revealed.
+  reads of :data:`READABLE_NAMES`, plain strings, and of the namedtuple API on namedtuples) and every
+  frame/code/generator/coroutine/async-generator/traceback internal by *name*, before any lookup. A
+  second kind of rule is keyed on what the lookup *resolves to*, never on the receiver's type, so
+  subclasses, ``super()`` proxies, unbound access through the class (``type(x).name``) and objects
+  that forward attribute reads (``typing.Annotated[str, 0].format``) cannot route around it: the
+  resolved value is refused when it is one of :func:`forbidden_reason`'s functions (``str.format`` /
+  ``format_map`` and ``string.Formatter``'s methods walk attributes in C; ``coroutine.send``/``throw``
+  drive a coroutine by hand and hand out the event loop's futures; the asyncio ``Future``/``Task``
+  accessors of the loop, the coroutine and the stack; ``ABCMeta.register`` of a class the program did
+  not define mutates a host registry) or a bound method of one. ``AttributeError.obj`` holds whatever
+  object a failed lookup was made on, so it is refused when the lookup would resolve to that member
+  descriptor (checked on the receiver's MRO, or the ``super`` proxy's remaining MRO, before the read).
+  The namedtuple API's ``_field_defaults`` is handed out as a copy (the class's own dict is shared by
+  every run of the process). The policy routes only names in :data:`GUARDED_ATTRIBUTES` /
+  :data:`GUARDED_PREFIXES` through it; for every other literal name it would be exactly ``getattr``
+  (see :mod:`codemode.sandbox.policy`). A refused name reads as a missing one to ``hasattr`` (False)
+  and to ``getattr`` with a default (the default): nothing is revealed.
+
+  The resolved-value rules run for the names that can resolve to those functions (``_VALUE_CHECKED``,
+  all in :data:`GUARDED_ATTRIBUTES`); a test walks everything reachable from the facades to check that
+  no forbidden function hides under another name.
+
+  Widening the language keeps these invariants: a new rule is keyed on the function or descriptor
+  (:func:`forbidden_reason`), never on the receiver's type; the ``_VALUE_CHECKED`` and
+  :data:`NAMEDTUPLE_NAMES` loads stay routed through ``_getattr_`` even if ``_private`` names become
+  readable; a safe ``str.format`` resolves every field through :func:`guarded_getattr` (and replaces
+  the entry in :func:`_forbidden_functions` by itself); ``match`` class patterns read attributes in C,
+  so admitting them means applying :func:`guarded_getattr`'s rules to every attribute a pattern names
+  (``case AttributeError(obj=o)``); helpers that bind names for a program keep refusing dunders and
+  sunders (:func:`check_namespace_name`, :func:`check_code_name`).
 * :func:`write_guard` (``_write_``) lets a program mutate only what it created: builtin containers and
   their subclasses' instances, a few stdlib value types that are always fresh (deques, decimal contexts,
   text wrappers) and instances of classes it defined, and those classes. Modules facades, host classes,
@@ -26,14 +49,18 @@ Why each guard exists:
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import builtins
 import collections
 import decimal
+import keyword
 import string
 import textwrap
 import types
+import unicodedata
 import weakref
+from asyncio import futures, tasks
 from collections.abc import Callable
 from typing import Any, Final, NoReturn
 
@@ -50,6 +77,9 @@ __all__ = (
     "ClassFactory",
     "SafeType",
     "build_safe_builtins",
+    "check_code_name",
+    "check_namespace_name",
+    "forbidden_reason",
     "guarded_delattr",
     "guarded_getattr",
     "guarded_hasattr",
@@ -75,21 +105,125 @@ READABLE_NAMES: Final = frozenset({"__name__", "__qualname__"})
 #: The namedtuple API, ``_``-prefixed so as not to clash with field names: readable on namedtuple
 #: classes and instances only (checked at run time, so their loads go through ``_getattr_``).
 NAMEDTUPLE_NAMES: Final = frozenset({"_asdict", "_replace", "_make", "_fields", "_field_defaults"})
+#: Names whose loads are checked on the value they resolve to (see :func:`forbidden_reason`).
+_VALUE_CHECKED: Final = _FORMAT_NAMES | _FORMATTER_NAMES | _COROUTINE_NAMES | _ASYNCIO_NAMES | {
+    "obj", "register"}
 
 #: Literal attribute names whose loads keep the ``_getattr_`` call (all other loads are native).
-GUARDED_ATTRIBUTES: Final[frozenset[str]] = (
-    frozenset(INSPECT_ATTRIBUTES) | _FORMAT_NAMES | _FORMATTER_NAMES | _COROUTINE_NAMES | _ASYNCIO_NAMES
-    | NAMEDTUPLE_NAMES | {"obj"}
-)
+GUARDED_ATTRIBUTES: Final[frozenset[str]] = (frozenset(INSPECT_ATTRIBUTES) | _VALUE_CHECKED
+                                              | NAMEDTUPLE_NAMES)
 #: Attribute name prefixes of frame, code, generator, coroutine, async-generator and traceback internals.
 GUARDED_PREFIXES: Final = ("f_", "co_", "gi_", "cr_", "ag_", "tb_")
 
 _INTERNAL_TYPES: Final = (types.FrameType, types.CodeType, types.GeneratorType, types.CoroutineType,
                           types.AsyncGeneratorType, types.TracebackType)
-_ASYNCIO_TYPES: Final = (asyncio.Future, asyncio.AbstractEventLoop)
+_DESCRIPTOR_TYPES: Final = (types.GetSetDescriptorType, types.MemberDescriptorType)
 _MISSING: Final = object()
+_ABSENT: Final = object()
+
+_WHY_FORMAT: Final = "str.format and format_map can read attributes; use an f-string"
+_WHY_FORMATTER: Final = "string.Formatter can read attributes"
+_WHY_COROUTINE: Final = "drive coroutines with await"
+_WHY_ASYNCIO: Final = "event loop internals are off limits"
+_WHY_ERROR_OBJ: Final = "AttributeError.obj can expose sandbox internals"
+_WHY_INTERNAL: Final = "frame, code, generator, coroutine and traceback internals are off limits"
+_WHY_REGISTER: Final = "only classes the program defined can register virtual subclasses"
+
+# How a read must be finished (what _check_read returns).
+_PLAIN: Final = 0
+_CHECK_VALUE: Final = 1
+_COPY_DICT: Final = 2
 
 _PROGRAM_CLASSES: weakref.WeakSet[type] = weakref.WeakSet()
+
+
+def _forbidden_functions() -> tuple[tuple[object, str], ...]:
+    """Every host function (or descriptor) a program may never hold, with the reason.
+
+    A function is listed by the object its owner's class dict holds, so it is recognised however it
+    is reached; a bound method of one is recognised through :func:`forbidden_reason`.
+    """
+    table: list[tuple[object, str]] = []
+
+    def forbid(owner: type, names: frozenset[str], why: str) -> None:
+        for name in sorted(names):
+            entry = owner.__dict__.get(name, _MISSING)
+            if entry is not _MISSING:
+                table.append((entry, why))
+
+    forbid(str, _FORMAT_NAMES, _WHY_FORMAT)
+    forbid(string.Formatter, _FORMATTER_NAMES, _WHY_FORMATTER)
+    forbid(types.CoroutineType, _COROUTINE_NAMES, _WHY_COROUTINE)
+    # (asyncio.futures._PyFuture and asyncio.tasks._PyTask are the pure-Python twins of the C types)
+    for owner in (asyncio.Future, asyncio.Task, futures._PyFuture, tasks._PyTask):  # type: ignore[attr-defined]
+        forbid(owner, _ASYNCIO_NAMES, _WHY_ASYNCIO)
+    forbid(AttributeError, frozenset({"obj"}), _WHY_ERROR_OBJ)
+    forbid(abc.ABCMeta, frozenset({"register"}), _WHY_REGISTER)
+    return tuple(table)
+
+
+#: The forbidden functions and descriptors (see :func:`_forbidden_functions`), by identity.
+_FORBIDDEN: Final[dict[int, tuple[object, str]]] = {id(entry): (entry, why)
+                                                    for entry, why in _forbidden_functions()}
+
+
+def _by_name(forbidden: dict[int, tuple[object, str]]) -> dict[str, tuple[tuple[Any, str], ...]]:
+    table: dict[str, list[tuple[Any, str]]] = {}
+    for entry, why in forbidden.values():
+        if isinstance(entry, types.MethodDescriptorType):
+            table.setdefault(entry.__name__, []).append((entry, why))
+    return {name: tuple(pairs) for name, pairs in table.items()}
+
+
+#: The C methods among them by name, to recognise their bound forms (``"{}".format``).
+_FORBIDDEN_C_METHODS: Final = _by_name(_FORBIDDEN)
+_ABC_REGISTER: Final = abc.ABCMeta.__dict__["register"]
+
+
+def forbidden_reason(value: object) -> str | None:
+    """Why ``value`` may never be handed to a program, or ``None`` when it may.
+
+    Keyed on the function itself: the listed functions and descriptors, unbound or bound to any
+    receiver (a ``str`` subclass, an enum member, a ``super`` proxy's instance), the getset and member
+    descriptors of frames, code, generators, coroutines and tracebacks, and ``ABCMeta.register`` bound
+    to a class the program did not define.
+    """
+    kind = type(value)
+    if kind is types.MethodType:
+        function = value.__func__  # type: ignore[attr-defined]
+        if function is _ABC_REGISTER:
+            return None if is_program_class(value.__self__) else _WHY_REGISTER  # type: ignore[attr-defined]
+        value = function
+    elif kind is types.BuiltinMethodType:
+        candidates = _FORBIDDEN_C_METHODS.get(value.__name__)  # type: ignore[attr-defined]
+        if candidates:
+            owner = value.__self__  # type: ignore[attr-defined]
+            for descriptor, why in candidates:
+                if isinstance(owner, descriptor.__objclass__) and descriptor.__get__(owner) == value:
+                    return why
+        return None
+    elif kind in _DESCRIPTOR_TYPES and value.__objclass__ in _INTERNAL_TYPES:  # type: ignore[attr-defined]
+        return _WHY_INTERNAL
+    held = _FORBIDDEN.get(id(value))
+    return held[1] if held is not None and held[0] is value else None
+
+
+def _resolve_in_classes(obj: object, name: str) -> object:
+    """The class-dict entry a lookup of ``name`` on ``obj`` finds first (a ``super`` proxy's too)."""
+    if type(obj) is super:
+        proxy: Any = obj
+        owner = proxy.__self_class__
+        if owner is None:
+            return _MISSING
+        mro = owner.__mro__
+        classes = mro[mro.index(proxy.__thisclass__) + 1:]
+    else:
+        classes = (obj if issubclass(type(obj), type) else type(obj)).__mro__  # type: ignore[attr-defined]
+    for klass in classes:
+        entry = klass.__dict__.get(name, _MISSING)
+        if entry is not _MISSING:
+            return entry
+    return _MISSING
 
 
 def _refuse(name: str, why: str) -> NoReturn:
@@ -101,26 +235,38 @@ def _is_namedtuple(obj: object) -> bool:
     return issubclass(cls, tuple) and type(getattr(cls, "_fields", None)) is tuple
 
 
-def _check_attribute(obj: object, name: object, *, read: bool = False) -> str:
+def _check_read(obj: object, name: object) -> int:
+    """Refuse a read by name (before any lookup); say how the read must be finished."""
+    if type(name) is not str:
+        raise TypeError("attribute name must be a str")
+    if name in _VALUE_CHECKED:
+        if name == "obj":
+            why = forbidden_reason(_resolve_in_classes(obj, name))
+            if why is not None:
+                _refuse(name, why)
+        return _CHECK_VALUE
+    if name.startswith("_"):
+        if name in READABLE_NAMES:
+            return _PLAIN
+        if name in NAMEDTUPLE_NAMES and _is_namedtuple(obj):
+            return _COPY_DICT if name == "_field_defaults" else _PLAIN
+        _refuse(name, 'names starting with "_" are private')
+    if name in INSPECT_ATTRIBUTES:
+        _refuse(name, _WHY_INTERNAL)
+    if name.startswith(GUARDED_PREFIXES):
+        if isinstance(obj, _INTERNAL_TYPES):
+            _refuse(name, _WHY_INTERNAL)
+        return _CHECK_VALUE
+    return _PLAIN
+
+
+def _check_write(name: object) -> str:
     if type(name) is not str:
         raise TypeError("attribute name must be a str")
     if name.startswith("_"):
-        if read and (name in READABLE_NAMES or (name in NAMEDTUPLE_NAMES and _is_namedtuple(obj))):
-            return name
         _refuse(name, 'names starting with "_" are private')
-    if name in INSPECT_ATTRIBUTES or (name.startswith(GUARDED_PREFIXES) and isinstance(obj, _INTERNAL_TYPES)):
-        _refuse(name, "frame, code, generator, coroutine and traceback internals are off limits")
-    if name in _FORMAT_NAMES and (isinstance(obj, str) or (isinstance(obj, type) and issubclass(obj, str))):
-        _refuse(name, "str.format and format_map can read attributes; use an f-string")
-    if name in _FORMATTER_NAMES and (isinstance(obj, string.Formatter)
-                                     or (isinstance(obj, type) and issubclass(obj, string.Formatter))):
-        _refuse(name, "string.Formatter can read attributes")
-    if name in _COROUTINE_NAMES and isinstance(obj, (types.CoroutineType, types.AsyncGeneratorType)):
-        _refuse(name, "drive coroutines with await")
-    if name in _ASYNCIO_NAMES and isinstance(obj, _ASYNCIO_TYPES):
-        _refuse(name, "event loop internals are off limits")
-    if name == "obj" and isinstance(obj, AttributeError):
-        _refuse(name, "AttributeError.obj can expose sandbox internals")
+    if name in INSPECT_ATTRIBUTES or name.startswith(GUARDED_PREFIXES):
+        _refuse(name, _WHY_INTERNAL)
     return name
 
 
@@ -129,42 +275,95 @@ def guarded_getattr(obj: object, name: str, default: Any = _MISSING) -> Any:
 
     With a default, a refused name gives the default, as a missing attribute does.
     """
-    if default is _MISSING:
-        _check_attribute(obj, name, read=True)
-        return getattr(obj, name)
     try:
-        _check_attribute(obj, name, read=True)
+        finish = _check_read(obj, name)
     except AttributeError:
+        if default is _MISSING:
+            raise
         return default
-    return getattr(obj, name, default)
+    if finish == _PLAIN:
+        return getattr(obj, name) if default is _MISSING else getattr(obj, name, default)
+    value = getattr(obj, name) if default is _MISSING else getattr(obj, name, _MISSING)
+    if value is _MISSING:
+        return default
+    if finish == _COPY_DICT:
+        return dict(value) if isinstance(value, dict) else value
+    why = forbidden_reason(value)
+    if why is None:
+        return value
+    if default is not _MISSING:
+        return default
+    _refuse(name, why)
 
 
 def guarded_super_init(proxy: object) -> Any:
-    """``super().__init__`` for programs: only a real ``super`` object has its ``__init__`` looked up."""
+    """``super().__init__`` for programs: a real ``super`` object over an object the program may write.
+
+    A base class's ``__init__`` rewrites the object it runs on, so ``super(type(x), x).__init__(...)`` on
+    a host object would bypass :func:`write_guard` (a cached ``typing`` alias, shared by every run and
+    by the host, re-initialised with another origin): the proxy's object must be one the program may
+    modify (its own instances and classes), as for any other write.
+    """
     if type(proxy) is not super:
         raise AttributeError('"__init__" can only be reached as super().__init__')
-    return proxy.__init__  # type: ignore[misc]
+    target: Any = proxy
+    owner = target.__self__
+    if owner is None or write_guard(owner) is not owner:
+        raise TypeError(f"cannot re-initialise {_describe(owner)}: "
+                        "a program may only modify objects it created")
+    return target.__init__
 
 
 def guarded_hasattr(obj: object, name: str) -> bool:
     """``hasattr`` for programs: False for a refused name, as for a missing one (a non-str name raises)."""
-    try:
-        _check_attribute(obj, name, read=True)
-    except AttributeError:
-        return False
-    return hasattr(obj, name)
+    return guarded_getattr(obj, name, _ABSENT) is not _ABSENT
 
 
 def guarded_setattr(obj: object, name: str, value: object) -> None:
     """``setattr`` for programs: a public name, on an object the program may write (:func:`write_guard`)."""
-    _check_attribute(obj, name)
-    setattr(write_guard(obj), name, value)
+    setattr(write_guard(obj), _check_write(name), value)
 
 
 def guarded_delattr(obj: object, name: str) -> None:
     """``delattr`` for programs, with the checks of :func:`guarded_setattr`."""
-    _check_attribute(obj, name)
-    delattr(write_guard(obj), name)
+    delattr(write_guard(obj), _check_write(name))
+
+
+# -- names a program hands to helpers that build classes -------------------------------------------
+
+
+def check_namespace_name(name: object, where: str) -> str:
+    """``name`` if a helper may bind it in a class namespace for the program, else a ValueError.
+
+    Helpers such as enum's functional API bind program-chosen names as class attributes; a name
+    starting with ``_`` would define a protocol hook (``__reduce_ex__``, ``__annotations__``,
+    ``__init_subclass__``), an enum hook (``_missing_``, ``_generate_next_value_``, ``_ignore_``) or a
+    private attribute, none of which a class statement of the program may define. Any other exact
+    ``str`` is a plain member name (CPython admits names that are not identifiers there, and so do we).
+    A widened language that admits ``_private`` names must still refuse dunders and sunders here.
+    """
+    if type(name) is not str:
+        raise TypeError(f"{where}: names must be str, not {type(name).__name__!r}")
+    if name.startswith("_"):
+        raise ValueError(f"{where}: the name {name!r} is not available in the sandbox "
+                         "(names starting with \"_\" are reserved for Python and enum hooks)")
+    return name
+
+
+def check_code_name(name: object, where: str) -> str:
+    """``name`` if stdlib code may paste it into Python source it generates, else a ValueError.
+
+    ``dataclasses`` writes its methods as source text built from the field names and ``exec``s it,
+    so a field name must be exactly an identifier that the tokenizer reads back unchanged (NFKC form),
+    not a keyword, and not a dunder or mangled name (``__``).
+    """
+    if type(name) is not str:
+        raise TypeError(f"{where}: names must be str, not {type(name).__name__!r}")
+    if (not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__")
+            or not (name.isascii() or unicodedata.normalize("NFKC", name) == name)):
+        raise ValueError(f"{where}: {name!r} is not available in the sandbox (it must be an identifier in "
+                         "NFKC form, not a keyword, and not start with \"__\")")
+    return name
 
 
 # -- writes ----------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from .compiler import (
     ProgramSyntaxError,
     compile_program,
 )
-from .facades import CURRENT_TASKS, TaskRegistry, guarded_import
+from .facades import ProgramScope, TaskRegistry, guarded_import
 from .guards import (
     PROGRAM_MARKER,
     WRITABLE_TYPES,
@@ -196,7 +196,7 @@ def _really_cancelled() -> bool:
 
 def _install(namespace: dict[str, Any], printer: _Printer, tools: ToolsProxy) -> None:
     namespace.update({
-        "__builtins__": _BUILTINS,
+        "__builtins__": dict(_BUILTINS),  # (a run's own copy: nothing one run does to it reaches another)
         "__name__": "program",
         "__metaclass__": _CLASS_FACTORY,
         "_getattr_": guarded_getattr,
@@ -239,7 +239,7 @@ async def run_program(compiled: CompiledProgram, *, tool_names: Sequence[str],
     printer = _Printer(log, log_cap_bytes)
     _install(namespace, printer, ToolsProxy(tool_names, call_tool))
     registry = TaskRegistry()
-    token = CURRENT_TASKS.set(registry)
+    scope = ProgramScope(registry)
     try:
         try:
             exec(compiled.code, namespace)
@@ -265,5 +265,5 @@ async def run_program(compiled: CompiledProgram, *, tool_names: Sequence[str],
         except MemoryError:
             return ProgramOutcome(None, False, "memory-limit", "MemoryError: while checking the result")
     finally:
-        CURRENT_TASKS.reset(token)
+        scope.close()
         printer.flush()

@@ -394,7 +394,8 @@ class ProgramPolicy(RestrictingNodeTransformer):
         """Name checks as in RestrictedPython; only guarded names are rewritten to ``_getattr_``.
 
         ``super().__init__`` / ``super(C, self).__init__`` becomes ``_super_init_(super(...))``,
-        whose runtime check admits real ``super`` objects only (a rebound ``super`` gets nothing).
+        whose runtime check admits real ``super`` objects over objects the program may write only (a
+        rebound ``super`` gets nothing, a host object cannot be re-initialised).
         """
         value = node.value
         if (node.attr == "__init__" and isinstance(node.ctx, ast.Load) and isinstance(value, ast.Call)

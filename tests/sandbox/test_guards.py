@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import asyncio.futures
 import collections
+import collections.abc
+import datetime
 import enum
+import re
 import string
 import types
+import typing
 
 import pytest
 from hypothesis import given
@@ -14,11 +19,13 @@ from hypothesis import strategies as st
 
 from codemode.sandbox.facades import FACADES, guarded_import
 from codemode.sandbox.guards import (
+    PROGRAM_MARKER,
     READABLE_NAMES,
     WRITABLE_TYPES,
     ClassFactory,
     SafeType,
     build_safe_builtins,
+    forbidden_reason,
     guarded_delattr,
     guarded_getattr,
     guarded_hasattr,
@@ -180,14 +187,27 @@ def test_writable_types_never_hold_metaclasses(program_class: type) -> None:
     assert not any(issubclass(t, type) for t in WRITABLE_TYPES)
 
 
-def test_super_init_hook_needs_a_real_super() -> None:
-    """It answers __init__ for super objects only."""
-    class Base:
-        pass
-
-    assert guarded_super_init(super(Base, Base())) is not None
+def test_super_init_hook_needs_a_real_super(program_class: type) -> None:
+    """It answers __init__ for super objects over the program's own objects only."""
+    assert guarded_super_init(super(program_class, program_class())) is not None
     with pytest.raises(AttributeError):
         guarded_super_init(FACADES["json"])
+
+
+@pytest.mark.parametrize("target", [typing.Iterable, typing.Annotated[int, 0], typing.Callable,
+                                    FACADES["json"], re.A, ValueError("x"), collections.OrderedDict()],
+                         ids=repr)
+def test_super_init_refuses_to_reinitialise_host_objects(target: object) -> None:
+    """``super(type(x), x).__init__`` on a host object (a cached typing alias shared by every run) is a
+    write the program may not make; a container it created is its own."""
+    proxy = super(type(target), target)
+    if isinstance(target, collections.OrderedDict):
+        assert guarded_super_init(proxy) is not None
+        return
+    with pytest.raises(TypeError, match="only modify objects it created"):
+        guarded_super_init(proxy)
+    with pytest.raises(TypeError, match="only modify objects it created"):
+        guarded_super_init(super(type(target)))
 
 
 def test_setattr_checks_the_name() -> None:
@@ -237,3 +257,116 @@ def test_builtins_hold_no_side_doors() -> None:
     for name in ("list", "dict", "set", "tuple", "sorted", "zip", "enumerate", "min", "max", "sum", "any",
                  "all", "map", "filter", "reversed", "iter", "next", "isinstance", "super"):
         assert name in table
+
+
+# -- refusals keyed on the resolved function ---------------------------------------------------------
+
+
+def _program_str(**body: object) -> type:
+    factory = ClassFactory()
+    namespace = factory.__prepare__("S", (str,))
+    namespace.update(body)
+    return factory("S", (str,), namespace)
+
+
+def _program_error(**body: object) -> type:
+    factory = ClassFactory()
+    namespace = factory.__prepare__("E", (AttributeError,))
+    namespace.update(body)
+    return factory("E", (AttributeError,), namespace)
+
+
+def _refused_routes() -> list[tuple[str, object, str]]:
+    s_class = _program_str()
+    e_class = _program_error()
+    error = e_class("x", name="n", obj=object())
+    formatter = type("F", (string.Formatter,), {})
+    return [
+        ("str-subclass", s_class("{}"), "format"),
+        ("super-of-instance", super(s_class, s_class("{}")), "format"),
+        ("super-of-class", super(s_class, s_class), "format"),
+        ("unbound", str, "format_map"),
+        ("alias-forwarding", typing.Annotated[str, 0], "format"),
+        ("str-enum-member", enum.StrEnum("E", "A").A, "format"),
+        ("formatter-subclass", formatter(), "vformat"),
+        ("formatter-super", super(formatter, formatter()), "get_field"),
+        ("coroutine-class", types.CoroutineType, "send"),
+        ("coroutine-alias", typing.Annotated[types.CoroutineType, 0], "throw"),
+        ("future-class", asyncio.Future, "get_loop"),
+        ("py-future-class", asyncio.futures._PyFuture, "get_loop"),  # type: ignore[attr-defined]
+        ("task-class", asyncio.Task, "get_coro"),
+        ("error-super", super(e_class, error), "obj"),
+        ("error-class", AttributeError, "obj"),
+        ("error-subclass", e_class, "obj"),
+        ("error-alias", typing.Annotated[AttributeError, 0], "obj"),
+        ("host-abc-alias", typing.Iterable, "register"),
+        ("host-abc", collections.abc.Hashable, "register"),
+        ("generator-descriptor", types.GeneratorType, "gi_running"),
+        ("code-descriptor", types.CodeType, "co_consts"),
+    ]
+
+
+@pytest.mark.parametrize(("route", "obj", "name"), _refused_routes(), ids=lambda value: str(value)[:24])
+def test_refusals_follow_the_function_however_it_is_reached(route: str, obj: object, name: str) -> None:
+    """A subclass, a super proxy, the class itself or a forwarding alias reaches the same refusal.
+
+    ``hasattr`` reads it as missing and ``getattr`` with a default gives the default.
+    """
+    with pytest.raises(AttributeError, match="not available in the sandbox"):
+        guarded_getattr(obj, name)
+    assert guarded_hasattr(obj, name) is False
+    assert guarded_getattr(obj, name, 7) == 7
+
+
+@pytest.mark.anyio
+async def test_refusals_cover_bound_methods_of_live_coroutines_and_futures() -> None:
+    """``c.send`` and ``future.get_loop`` are refused as bound methods too."""
+    async def coro() -> None:
+        return None
+
+    c = coro()
+    future = asyncio.get_running_loop().create_future()
+    try:
+        for obj, name in ((c, "send"), (c, "throw"), (future, "get_loop")):
+            assert forbidden_reason(getattr(obj, name)) is not None
+            with pytest.raises(AttributeError):
+                guarded_getattr(obj, name)
+    finally:
+        c.close()
+
+
+def test_a_program_s_own_methods_of_those_names_are_its_own() -> None:
+    """Keyed on the function, the rules leave a program's own ``format``, ``obj`` and ``register`` alone."""
+    namespace: dict[str, object] = {PROGRAM_MARKER: True}
+    exec("def own(self, *args):\n    return 'mine'\n", namespace)
+    own = namespace["own"]
+    s_class = _program_str(format=own)
+    assert guarded_getattr(s_class("x"), "format")() == "mine"
+    e_class = _program_error(obj="plain")
+    assert guarded_getattr(e_class("x"), "obj") == "plain"
+    factory = ClassFactory()
+    abc_class = factory("Mine", (collections.abc.Hashable,), factory.__prepare__("Mine", ()))
+    assert guarded_getattr(abc_class, "register") == abc_class.register
+    assert guarded_getattr(_gen(), "send") is not None
+    assert guarded_getattr(typing.Annotated[str, 0], "upper") is str.upper
+
+
+def test_forbidden_reason_knows_the_functions_and_nothing_else() -> None:
+    """It names the format family, the coroutine and asyncio accessors and AttributeError.obj, bound or
+    unbound, and nothing that merely shares a name."""
+    for value in (str.format, "x".format, "x".format_map, string.Formatter.vformat, string.Formatter().parse,
+                  types.CoroutineType.send, asyncio.Future.get_loop, AttributeError.obj,
+                  collections.abc.Iterable.register):
+        assert forbidden_reason(value) is not None, value
+    for value in (str.upper, "x".upper, bytes.decode, _gen().send, format, len, print, object(), None,
+                  datetime.date.strftime, collections.abc.Iterable.__subclasshook__):
+        assert forbidden_reason(value) is None, value
+
+
+def test_field_defaults_are_handed_out_as_copies() -> None:
+    """A namedtuple's _field_defaults is a fresh copy per read (the class's own dict stays untouched)."""
+    point = collections.namedtuple("point", ["x", "y"], defaults=[0])
+    first = guarded_getattr(point, "_field_defaults")
+    first["y"] = 9
+    assert guarded_getattr(point(1), "_field_defaults") == {"y": 0}
+    assert point._field_defaults == {"y": 0}

@@ -62,6 +62,40 @@ ATTACKS = [
         import random
         return f"{random._os.environ!r}"
     """),
+    Attack("super-format-unbound-on-the-class", f"""
+        import random
+        class S(str):
+            pass
+        return super(S, S).format("{_FIELD}", random.seed)
+    """),
+    Attack("super-format-map-in-subclass", """
+        import random
+        class S(str):
+            def leak(self, mapping):
+                return super().format_map(mapping)
+        return S("{f.__globals__[_os].environ}").leak({"f": random.seed})
+    """),
+    Attack("getattr-of-super-format", f"""
+        import random
+        class S(str):
+            def leak(self, *o):
+                return getattr(super(), "format")(*o)
+        return S("{_FIELD}").leak(random.seed)
+    """),
+    Attack("str-enum-member-format", f"""
+        import enum, random
+        class S(enum.StrEnum):
+            A = "{_FIELD}"
+        return S.A.format(random.seed)
+    """),
+    Attack("map-unbound-format", f"""
+        import random
+        return list(map(str.format, ["{_FIELD}"], [random.seed]))[0]
+    """),
+    Attack("partial-of-bound-format", f"""
+        import functools, random
+        return functools.partial("{_FIELD}".format)(random.seed)
+    """),
     Attack("format-builtin-spec-then-method", f"""
         import random
         fmt = "{_FIELD}"
