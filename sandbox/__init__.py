@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .calls import CooperativeCallTool as CooperativeCallTool
     from .errors import SandboxClosedError as SandboxClosedError
     from .errors import SandboxError as SandboxError
+    from .errors import SandboxIsolationError as SandboxIsolationError
     from .errors import SandboxLimitsError as SandboxLimitsError
     from .errors import SandboxStartError as SandboxStartError
     from .errors import SandboxUsageError as SandboxUsageError
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from .lossless import LosslessJsonError as LosslessJsonError
     from .pool import Sandbox as Sandbox
     from .results import ERROR_KINDS as ERROR_KINDS
+    from .results import ISOLATION_LAYERS as ISOLATION_LAYERS
     from .results import RunError as RunError
     from .results import RunResult as RunResult
     from .results import RunStats as RunStats
@@ -53,6 +55,7 @@ _HOMES: dict[str, str] = {
     "CooperativeCallTool": "calls",
     "SandboxClosedError": "errors",
     "SandboxError": "errors",
+    "SandboxIsolationError": "errors",
     "SandboxLimitsError": "errors",
     "SandboxStartError": "errors",
     "SandboxUsageError": "errors",
@@ -74,6 +77,7 @@ _HOMES: dict[str, str] = {
     "LosslessJsonError": "lossless",
     "Sandbox": "pool",
     "ERROR_KINDS": "results",
+    "ISOLATION_LAYERS": "results",
     "RunError": "results",
     "RunResult": "results",
     "RunStats": "results",
@@ -103,6 +107,7 @@ __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_ap
     "ERROR_KINDS",
     "FrozenDict",
     "FrozenList",
+    "ISOLATION_LAYERS",
     "JsonValue",
     "LosslessJsonError",
     "ProgramCompileError",
@@ -115,6 +120,7 @@ __all__ = (  # noqa: RUF022 (plain sorted order, checked by tests/test_public_ap
     "Sandbox",
     "SandboxClosedError",
     "SandboxError",
+    "SandboxIsolationError",
     "SandboxLimits",
     "SandboxLimitsError",
     "SandboxSession",
