@@ -51,6 +51,7 @@ import math
 import os
 import resource
 import signal
+import sys
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -103,6 +104,7 @@ LAYER_NEEDS: Final = {
     "seccomp": "Linux on x86_64, and no-new-privs",
 }
 
+_LINUX: Final = sys.platform == "linux"
 _NOFILE: Final = 16
 _UID_BASE: Final = 200_000
 _HOLDER_UID: Final = _UID_BASE - 1
@@ -209,9 +211,10 @@ def isolate_template(wanted: Iterable[str]) -> TemplateIsolation:
     devnull = os.open(os.devnull, os.O_RDWR)
     grants = can_grant_limits()
     layers: list[str] = []
-    if "mount-ns" in want and os.geteuid() == 0 and _try(_empty_root):
+    privileged = _LINUX and os.geteuid() == 0
+    if "mount-ns" in want and privileged and _try(_empty_root):
         layers.append("mount-ns")
-    holder = _pid_namespace() if "pid-ns" in want and os.geteuid() == 0 else None
+    holder = _pid_namespace() if "pid-ns" in want and privileged else None
     if holder is not None:
         layers.append("pid-ns")
     return TemplateIsolation(tuple(layers), devnull, holder, grants)
@@ -303,13 +306,14 @@ def apply_layers(wanted: Iterable[str], *, parent_pid: int, template: Iterable[s
         active.discard("uts-ns")
     if "uid" in want and _try(lambda: _drop_uid(host_pid)):
         active.add("uid")
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if _LINUX:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:  # the template died before the death signal was armed
         os._exit(70)
     _fixed_rlimits()
-    if os.geteuid() != 0 or _drop_capabilities():  # (with CAP_SYS_RESOURCE it could raise them again)
+    if os.geteuid() != 0 or (_LINUX and _drop_capabilities()):  # (CAP_SYS_RESOURCE could raise them)
         active.add("rlimits")
-    if "no-new-privs" in want and _prctl(_PR_SET_NO_NEW_PRIVS, 1):
+    if "no-new-privs" in want and _LINUX and _prctl(_PR_SET_NO_NEW_PRIVS, 1):
         active.add("no-new-privs")
         if "landlock" in want and _landlock.restrict(_lib()):
             active.add("landlock")
@@ -318,7 +322,7 @@ def apply_layers(wanted: Iterable[str], *, parent_pid: int, template: Iterable[s
 
 def _namespaces(names: list[str]) -> set[str]:
     """Unshare the wanted per-worker namespaces (in one call); without root, inside a user namespace."""
-    if not names:
+    if not names or not _LINUX:
         return set()
     flags = 0
     for name in names:

@@ -12,11 +12,10 @@ particular arguments:
   protocol channel and on the event loop's own socket pair, whose descriptor numbers are built into the
   filter when it is installed;
 - ``prlimit64`` only on the calling process itself (pid 0), so a worker can lower its limits, never
-  touch another process's;
-- ``ioctl`` only to switch a descriptor's blocking or close-on-exec mode; ``fcntl`` only to read or set
-  descriptor and status flags (never ``F_SETOWN``/``F_SETSIG``, which can signal other processes).
+  touch another process's.
 
 Refused in any case (not in the list): process creation and exec, every other socket call, signals,
+``ioctl`` and ``fcntl`` (the descriptors' modes are set before the filter goes on),
 ``ptrace`` and ``process_vm_*``, SysV and POSIX IPC, ``keyctl``, ``bpf``, ``perf_event_open``,
 ``userfaultfd``, ``io_uring_*``, namespace changes, mounts, ``chroot``/``pivot_root``, and every call
 that opens, creates, changes or removes a file. A worker whose own code needs a call that is not
@@ -49,7 +48,7 @@ __all__ = (
 #: System calls allowed whatever their arguments (x86_64 numbers; the names are for the reader).
 ALLOWED: Final[Mapping[str, int]] = {
     # the event loop and the wait for the next run
-    "epoll_wait": 232, "epoll_pwait": 281, "epoll_ctl": 233, "pselect6": 270,
+    "epoll_wait": 232, "epoll_ctl": 233, "pselect6": 270,
     # memory (the allocator; RLIMIT_AS bounds it)
     "brk": 12, "mmap": 9, "munmap": 11, "mremap": 25, "madvise": 28,
     # CPU accounting of each run
@@ -58,8 +57,8 @@ ALLOWED: Final[Mapping[str, int]] = {
     "getpid": 39,
     # time, sleeping and randomness (the vDSO usually answers the clocks without a system call)
     "clock_gettime": 228, "gettimeofday": 96, "clock_nanosleep": 230, "nanosleep": 35, "getrandom": 318,
-    # ending: the process, and the return from a signal handler the kernel itself runs
-    "exit_group": 231, "exit": 60, "rt_sigreturn": 15, "restart_syscall": 219,
+    # ending the process; returning from a signal handler; restarting a call a signal interrupted
+    "exit_group": 231, "rt_sigreturn": 15, "restart_syscall": 219,
 }
 
 #: System calls allowed only when one argument takes one of a few values: name -> (number, argument
@@ -71,8 +70,6 @@ CONDITIONAL: Final[Mapping[str, tuple[int, int, tuple[int, ...] | None]]] = {
     "write": (1, 0, None),  # (the same sockets by another name: no new reach)
     "read": (0, 0, None),
     "prlimit64": (302, 0, (0,)),
-    "ioctl": (16, 1, (0x5421, 0x5451, 0x5450)),  # FIONBIO, FIOCLEX, FIONCLEX
-    "fcntl": (72, 1, (1, 2, 3, 4)),  # F_GETFD, F_SETFD, F_GETFL, F_SETFL
 }
 
 _AUDIT_ARCH_X86_64: Final = 0xC000003E

@@ -2,7 +2,7 @@
 
 The host starts it once per :class:`~codemode.sandbox.Sandbox` as ``python -I`` from the host's interpreter,
 so it never holds host state: it imports the sandbox modules, the executor, RestrictedPython and every
-standard module a worker may need later (:data:`PRELOAD`), freezes the heap (cheap copy-on-write forks),
+standard module a worker may need later (:mod:`codemode.sandbox._preload`), freezes the heap (cheap copy-on-write forks),
 gives up the host's file system for an empty read-only root and enters a PID namespace
 (:func:`codemode.sandbox._isolate.isolate_template`), and then serves a control socket (``SOCK_SEQPACKET``,
 one JSON object per message):
@@ -22,9 +22,9 @@ signal) and, when the control socket closes or the PID namespace's holder dies, 
 worker, removes their directories and exits.
 
 After the empty root, nothing can be imported that is not loaded yet: a lazy import a worker makes at
-run time fails with a ``ModuleNotFoundError`` that names :data:`PRELOAD`, which is where a module a new
-feature needs goes (the tests run every facade in a real worker, and check statically that each lazy
-import of the allowed modules is preloaded).
+run time fails with a ``ModuleNotFoundError`` that names ``codemode.sandbox._preload.PRELOAD``, which is
+where a module a new feature needs goes (the tests run every facade's lazy paths in a real worker, and
+check statically that each lazy import of the allowed modules is preloaded).
 """
 
 from __future__ import annotations
@@ -41,13 +41,12 @@ import socket
 import sys
 import tempfile
 import warnings
-from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, Final
 
-from . import _isolate, worker
+from . import _isolate, _preload, worker
 
-__all__ = ("PRELOAD", "WORKDIR_PREFIX", "main", "sweep_workdirs")
+__all__ = ("WORKDIR_PREFIX", "main", "sweep_workdirs")
 
 _PR_SET_PDEATHSIG: Final = 1
 _PR_SET_CHILD_SUBREAPER: Final = 36
@@ -210,58 +209,6 @@ class _Template:
                 shutil.rmtree(workdir, ignore_errors=True)
 
 
-#: Modules imported before the template gives up its file system, beyond what the sandbox modules and
-#: the executor import themselves: modules the standard library imports lazily, inside functions a
-#: program can reach (a worker cannot import anything afterwards). Extend it when a facade gains a
-#: module or a function with a lazy import; an executor module may add its own in a ``PRELOAD`` tuple.
-#: (``zoneinfo`` would also need its time-zone files: read them here into memory and serve
-#: ``ZoneInfo`` from those bytes, for example with ``ZoneInfo.from_file``.)
-PRELOAD: Final = (
-    "_strptime",  # datetime.strptime, time.strptime
-    "unicodedata", "stringprep",  # "\N{...}" in re and str, the idna codec
-    "asyncio", "selectors", "traceback", "linecache",  # the worker and the interpreter
-    "encodings.*",  # every text codec: str.encode/bytes.decode import encodings.<name> on first use
-)
-
-
-def _warm_lazy_state() -> None:
-    """Run, once, what initialises state lazily from files: OpenSSL's hash providers, the local time
-    zone, the idna codec and strptime's locale tables."""
-    import datetime
-    import hashlib
-    import time
-
-    for name in sorted(hashlib.algorithms_available):
-        with contextlib.suppress(ValueError):
-            hashlib.new(name, b"")
-    time.localtime()
-    "sandbox.example".encode("idna")
-    datetime.datetime.strptime("2000-01-02 03:04", "%Y-%m-%d %H:%M")
-
-
-def _import_all(names: Sequence[str]) -> None:
-    import pkgutil
-
-    for name in names:
-        if name.endswith(".*"):
-            package = importlib.import_module(name[:-2])
-            for info in pkgutil.iter_modules(package.__path__):
-                with contextlib.suppress(ImportError):  # (codecs of other platforms)
-                    importlib.import_module(f"{package.__name__}.{info.name}")
-            continue
-        importlib.import_module(name)
-
-
-class _NotPreloaded:
-    """The first meta-path finder after the empty root: an import of a module not loaded yet fails at
-    once, saying why and where to add it (the path finders would only fail to find the files)."""
-
-    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
-        raise ModuleNotFoundError(
-            f"No module named {name!r} in the sandbox worker: only modules loaded before it gave up the "
-            "file system can be imported (add it to codemode.sandbox._template.PRELOAD)", name=name)
-
-
 WORKDIR_PREFIX: Final = "codemode-worker-"
 
 
@@ -305,14 +252,13 @@ def _process_exists(pid: int) -> bool:
 def _prepare(executor_name: str) -> ModuleType:
     """Import everything a worker needs before the first fork, so no worker pays for it (and no worker
     needs a file)."""
-    _import_all(PRELOAD)
+    _preload.load(_preload.PRELOAD)
     executor = importlib.import_module(executor_name)
     for name in ("compile_program", "run_program"):
         if not callable(getattr(executor, name, None)):
             raise ImportError(f"executor module {executor_name!r} has no callable {name!r}")
-    extra = getattr(executor, "PRELOAD", ())
-    _import_all([str(name) for name in extra])
-    _warm_lazy_state()
+    _preload.load([str(name) for name in getattr(executor, "PRELOAD", ())])
+    _preload.warm_lazy_state()
     _isolate._lib()
     _isolate.prepare_worker_filters()
     # Workers ignore every warning (a program's SyntaxWarning has nowhere to go): the compiler then
@@ -346,7 +292,7 @@ def main(argv: list[str]) -> None:
     sweep_workdirs()
     isolation = _isolate.isolate_template(wanted & _isolate.TEMPLATE_LAYERS)
     if isolation.empty_root:
-        sys.meta_path.insert(0, _NotPreloaded())
+        sys.meta_path.insert(0, _preload.AfterPivot())
     _Template(control, executor, isolation).serve()
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 import pytest
 
-from codemode.sandbox import ISOLATION_LAYERS, Sandbox, SandboxUsageError, _template
+from codemode.sandbox import ISOLATION_LAYERS, Sandbox, SandboxUsageError, _preload
 from codemode.sandbox._isolate import OPTIONAL_LAYERS, TEMPLATE_LAYERS
 from codemode.sandbox.facades import ALLOWED_MODULES
 from codemode.sandbox.interpreter import compile_program, run_program
@@ -369,7 +369,7 @@ def _outcome(value: Any, error: str | None) -> Any:
 
 
 async def _interpreted_in_process(program: str) -> Any:
-    _template._warm_lazy_state()  # (this process then holds what the template holds: strptime's module)
+    _preload.warm_lazy_state()  # (this process then holds what the template holds: strptime's module)
     compiled = compile_program(program, module_scope=False)  # (as a one-shot worker compiles it)
     outcome = await run_program(compiled, tool_names=(), call_tool=_no_call, log=lambda text: None)
     return _outcome(outcome.value, outcome.error_message)
@@ -459,7 +459,8 @@ async def test_every_lazy_import_of_the_allowed_modules_is_preloaded(full: Sandb
 
     A module a facade gains later (csv, zoneinfo, ...) fails here until it and its lazy imports are
     in the template's PRELOAD."""
-    loaded = set(await _value(full, "import sys\nreturn sorted(sys.modules)"))
+    loaded = set(await _value(full, "import sys\nstored = sys.modules['codemode.sandbox._preload']._STORED\n"
+                                    "return sorted(sys.modules) + sorted(stored)"))
     roots = sorted(ALLOWED_MODULES) + [name for name in loaded if name.startswith("codemode.sandbox.")
                                        and "testing" not in name]
     scanned = {name for name in loaded for root in ALLOWED_MODULES if name.startswith(root + ".")}
