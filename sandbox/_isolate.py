@@ -92,13 +92,13 @@ TEMPLATE_LAYERS: Final = frozenset({"mount-ns", "pid-ns"})
 
 #: What each optional layer needs, for the error that names a required layer a worker came up without.
 LAYER_NEEDS: Final = {
-    "mount-ns": "root (CAP_SYS_ADMIN) and mount namespaces",
-    "pid-ns": "root (CAP_SYS_ADMIN) and PID namespaces",
+    "mount-ns": "root (CAP_SYS_ADMIN, in a user namespace too) and mount namespaces",
+    "pid-ns": "root (CAP_SYS_ADMIN, in a user namespace too) and PID namespaces",
     "ipc-ns": "IPC namespaces (as root, or unprivileged user namespaces)",
     "uts-ns": "UTS namespaces (as root, or unprivileged user namespaces)",
     "netns": "network namespaces (as root, or unprivileged user namespaces)",
     "uid": "root, to switch each worker to a uid of its own",
-    "rlimits": "an unprivileged worker (the uid layer, or a host that is not root)",
+    "rlimits": "a worker without CAP_SYS_RESOURCE (the uid layer, or a root worker that dropped it)",
     "no-new-privs": "Linux 3.5 or later",
     "landlock": "Linux 5.13 or later with Landlock enabled (lsm=...,landlock) and no-new-privs",
     "seccomp": "Linux on x86_64, and no-new-privs",
@@ -233,8 +233,13 @@ def _empty_root() -> bool:
     flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     _check(lib.mount(b"codemode", base, b"tmpfs", flags, b"size=4k,nr_inodes=2,mode=0555"),
            "mounting the empty root")
-    os.chdir(base)
-    _check(lib.syscall(_SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+    try:
+        os.chdir(base)
+        _check(lib.syscall(_SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+    except OSError:
+        os.chdir("/")
+        lib.umount2(base, _MNT_DETACH)  # (the fallback's per-worker directories go there)
+        raise
     _check(lib.umount2(b".", _MNT_DETACH), "detaching the old root")
     os.chdir("/")
     return os.listdir("/") == []

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.abc
 import importlib.util
 import marshal
 import os
@@ -117,18 +118,18 @@ def warm_lazy_state() -> None:
     datetime.datetime.strptime("2000-01-02 03:04", "%Y-%m-%d %H:%M")
 
 
-class AfterPivot:
+class AfterPivot(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """The first meta-path finder once the file system is gone: modules held in memory, or a clear
     failure (never a search of paths that no longer exist)."""
 
-    def find_spec(self, name: str, path: object = None, target: object = None) -> ModuleSpec:
+    def find_spec(self, name: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec:
         stored = _STORED.get(name)
         if stored is None:
             raise ModuleNotFoundError(
                 f"No module named {name!r} in the sandbox worker: only modules loaded before it gave up "
                 "the file system can be imported (add it to codemode.sandbox._preload.PRELOAD)", name=name)
-        spec = importlib.util.spec_from_loader(name, self, origin=stored.origin)
-        assert spec is not None
+        spec = ModuleSpec(name, self, origin=stored.origin)
         spec.has_location = True
         return spec
 

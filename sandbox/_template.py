@@ -2,8 +2,8 @@
 
 The host starts it once per :class:`~codemode.sandbox.Sandbox` as ``python -I`` from the host's interpreter,
 so it never holds host state: it imports the sandbox modules, the executor, RestrictedPython and every
-standard module a worker may need later (:mod:`codemode.sandbox._preload`), freezes the heap (cheap copy-on-write forks),
-gives up the host's file system for an empty read-only root and enters a PID namespace
+standard module a worker may need later (:mod:`codemode.sandbox._preload`), freezes the heap (cheap
+copy-on-write forks), gives up the host's file system for an empty read-only root and enters a PID namespace
 (:func:`codemode.sandbox._isolate.isolate_template`), and then serves a control socket (``SOCK_SEQPACKET``,
 one JSON object per message):
 
