@@ -14,6 +14,7 @@ import importlib.util
 import inspect
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from codemode.sandbox import ISOLATION_LAYERS, Sandbox, SandboxUsageError, _prel
 from codemode.sandbox._isolate import OPTIONAL_LAYERS, TEMPLATE_LAYERS
 from codemode.sandbox.facades import ALLOWED_MODULES
 from codemode.sandbox.interpreter import compile_program, run_program
-from tests.sandbox._support import FULL_LAYERS, run
+from tests.sandbox._support import FULL_LAYERS, pid_alive, run
 
 pytestmark = pytest.mark.anyio
 
@@ -503,3 +504,35 @@ return 1
         result = await run(full, program)
     assert result.error is not None and result.error.kind == "worker-exit", result.error
     assert "seccomp" in result.error.message and "allowlist" in result.error.message
+
+
+async def test_the_template_exits_when_its_pid_namespace_holder_dies() -> None:
+    """It ends the template (and with the namespace every worker) once the namespace's init is gone,
+    instead of failing forks one by one; later runs fail as worker exits."""
+    async with Sandbox(warm=1, require="all") as sandbox:
+        with anyio.fail_after(20):
+            await sandbox.wait_warm()
+        template = sandbox.template_pid
+        assert template is not None
+        holders = _namespace_inits(template)
+        assert len(holders) == 1 and holders[0] not in sandbox.live_worker_pids
+        workers = sandbox.live_worker_pids
+        os.kill(holders[0], signal.SIGKILL)
+        for _ in range(200):  # (the kernel kills the namespace, the template reaps and exits)
+            if not pid_alive(template) and not any(pid_alive(pid) for pid in workers):
+                break
+            await anyio.sleep(0.05)
+        assert not pid_alive(template) and not any(pid_alive(pid) for pid in workers)
+        with anyio.fail_after(10):
+            result = await run(sandbox, "return 1")
+        assert result.error is not None and result.error.kind == "worker-exit"
+
+
+def _namespace_inits(template: int) -> list[int]:
+    """The template's children that are pid 1 in their own (innermost) PID namespace."""
+    found = []
+    for child in Path(f"/proc/{template}/task/{template}/children").read_text().split():
+        for line in Path(f"/proc/{child}/status").read_text().splitlines():
+            if line.startswith("NSpid:") and line.split()[-1] == "1":
+                found.append(int(child))
+    return found
