@@ -242,7 +242,8 @@ class CodemodeSandboxPeer(Peer):
     """codemode's sandbox alone: a fresh isolated worker per run from the warm supply."""
 
     name = "codemode-sandbox"
-    note = "fresh forked worker per run: process, netns, uid, rlimits, seccomp + RestrictedPython"
+    note = ("fresh forked worker per run: empty root, PID/IPC/UTS/network namespaces, uid, rlimits, "
+            "Landlock, seccomp allowlist + RestrictedPython")
 
     def __init__(self, *, wait_warm: bool = True) -> None:
         self.wait_warm = wait_warm

@@ -495,14 +495,15 @@ if pid == 0:
     profile = cProfile.Profile()
     profile.enable()
     t = time.perf_counter()
-    layers = _isolate.apply_layers({"netns", "uid", "no-new-privs"}, os.getppid())
-    phases["apply_layers (netns, uid, rlimits, no-new-privs)"] = time.perf_counter() - t
+    layers = _isolate.apply_layers(_isolate.OPTIONAL_LAYERS - _isolate.TEMPLATE_LAYERS,
+                                   parent_pid=os.getppid(), template=(), host_pid=os.getpid())
+    phases["apply_layers (namespaces, uid, rlimits, no-new-privs, landlock)"] = time.perf_counter() - t
     t = time.perf_counter()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     phases["new event loop"] = time.perf_counter() - t
     t = time.perf_counter()
-    _isolate.install_seccomp()
+    _isolate.install_seccomp(worker._socket_fds(loop))
     phases["install seccomp"] = time.perf_counter() - t
     t = time.perf_counter()
     loop.run_until_complete(worker._warm_up(executor))

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .calls import CooperativeCallTool as CooperativeCallTool
     from .errors import SandboxClosedError as SandboxClosedError
     from .errors import SandboxError as SandboxError
+    from .errors import SandboxIsolationError as SandboxIsolationError
     from .errors import SandboxLimitsError as SandboxLimitsError
     from .errors import SandboxStartError as SandboxStartError
     from .errors import SandboxUsageError as SandboxUsageError
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from .lossless import LosslessJsonError as LosslessJsonError
     from .pool import Sandbox as Sandbox
     from .results import ERROR_KINDS as ERROR_KINDS
+    from .results import ISOLATION_LAYERS as ISOLATION_LAYERS
     from .results import RunError as RunError
     from .results import RunResult as RunResult
     from .results import RunStats as RunStats
@@ -55,6 +57,7 @@ _HOMES: dict[str, str] = {
     "CooperativeCallTool": ".calls",
     "SandboxClosedError": ".errors",
     "SandboxError": ".errors",
+    "SandboxIsolationError": ".errors",
     "SandboxLimitsError": ".errors",
     "SandboxStartError": ".errors",
     "SandboxUsageError": ".errors",
@@ -76,6 +79,7 @@ _HOMES: dict[str, str] = {
     "LosslessJsonError": ".lossless",
     "Sandbox": ".pool",
     "ERROR_KINDS": ".results",
+    "ISOLATION_LAYERS": ".results",
     "RunError": ".results",
     "RunResult": ".results",
     "RunStats": ".results",

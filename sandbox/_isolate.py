@@ -1,57 +1,142 @@
-"""The operating-system layers a worker puts around itself before it runs a program (Linux).
+"""The operating-system layers around a worker (Linux): what each stops, and the order they go on in.
 
-Each function applies one layer inside the freshly forked worker and returns whether it took effect,
-so the worker can report exactly which layers are active (``RunResult.stats.isolation``). The order
-matters and is fixed by :func:`apply_layers`: namespaces need root, so they come before the drop to
-an unprivileged uid; the parent-death signal must be set after the uid change (which clears it); the
-seccomp filter comes last, after the event loop has created its own descriptors.
+Two kinds of layers. The template sets up the *shared* ones once, before it forks anything, because
+every worker inherits them for free and sharing them is safe (:func:`isolate_template`). Each worker
+sets up its *own* right after the fork (:func:`apply_layers`), because they hold state a later run
+must never see. Each function returns which layers took effect, and a worker reports exactly those in
+its ``ready`` frame (``RunResult.stats.isolation``); where one cannot be had (not root, an old kernel,
+another OS) it is simply missing from that list, and a caller can require it (``Sandbox(require=...)``).
 
-Layers (names as reported):
+Layers, as reported, in the order they are listed:
 
 - ``process``: a separate process in its own session and process group (the host kills the group).
-- ``empty-env``: no environment variables; ``tmpdir``: cwd is an empty directory it cannot write.
-- ``closed-fds``: every inherited descriptor closed except the protocol channel (fd 3);
-  stdin/stdout/stderr on ``/dev/null``.
-- ``rlimits``: no new processes, no file writes, few descriptors, no core dumps (CPU and address space
-  are set per run).
-- ``netns``: a new, empty network namespace (no interfaces up, not even loopback).
-- ``uid``: an unprivileged uid/gid of its own (unique per worker), no supplementary groups.
-- ``no-new-privs``: ``PR_SET_NO_NEW_PRIVS``.
-- ``seccomp``: a syscall filter refusing (EPERM) process creation, exec, sockets, signals to other
-  processes, ptrace, namespace changes and every way to create, write or rename a file.
+- ``empty-env``: no environment variables.
+- ``tmpdir``: the working directory is empty and unwritable (with ``mount-ns``, the empty root itself;
+  without it, a fresh directory of the worker's own).
+- ``closed-fds``: every inherited descriptor closed except the protocol channel (fd 3); stdin, stdout
+  and stderr on ``/dev/null`` (a descriptor the template opened before it gave up its file system).
+- ``mount-ns`` (template): a private mount namespace whose root is an empty, read-only tmpfs; the host's
+  file system is detached, so there is no ``/etc``, ``/proc``, ``/sys``, ``/dev``, home, project tree
+  or workspace to reach, and nothing can be imported that the template did not load before.
+- ``pid-ns`` (template): workers live in a PID namespace of the template's making (its first child,
+  a do-nothing holder, is that namespace's init); the host and the template have no pid in it.
+- ``ipc-ns``: a private IPC namespace: SysV shared memory, message queues, semaphores and POSIX message
+  queues the worker makes die with it, and it sees none of anybody else's.
+- ``uts-ns``: a private host name (``sandbox``), so the machine's name does not leak.
+- ``netns``: a new network namespace with no interface up (not even loopback).
+- ``uid``: an unprivileged uid/gid of its own (unique per worker: it follows the worker's pid as the
+  host sees it), no supplementary groups, no capabilities.
+- ``rlimits``: no new processes, no file writes, 16 descriptors, no core dumps, no locked memory or
+  message-queue bytes; per run, CPU seconds and address space. Every hard limit equals its soft limit,
+  and a worker without ``CAP_SYS_RESOURCE`` can lower a limit, never raise one. A worker left as root
+  (no ``uid`` layer) first drops every capability; the layer is reported once the worker holds none.
+  Persistent sessions: see :mod:`codemode.sandbox.session` (the host grants each run's room where it
+  may; where it may not, a session's CPU hard limit stays open and its runs do not claim this layer).
+- ``no-new-privs``: ``PR_SET_NO_NEW_PRIVS`` (no setuid binary or file capability can ever add rights).
+- ``landlock``: the kernel's Landlock ruleset granting no path access at all, and, where the kernel has
+  them, no TCP bind/connect, no abstract Unix sockets or signals outside the worker (:mod:`._landlock`).
+- ``seccomp``: a system-call allowlist, default deny (:mod:`._seccomp`; x86_64 only).
+
+The order is fixed: namespaces and the root's work come first (they need root), then the drop to an
+unprivileged uid, the parent-death signal (the uid change clears it), rlimits, ``no_new_privs``,
+Landlock, and last, once the event loop has made its descriptors, seccomp.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
+import math
 import os
 import resource
 import signal
-import struct
 import sys
+import tempfile
 from collections.abc import Iterable
-from typing import Final
+from dataclasses import dataclass
+from typing import Final, NoReturn
+
+from . import _landlock, _seccomp
+from .errors import SandboxIsolationError
+from .results import ISOLATION_LAYERS
 
 __all__ = (
+    "ALL_LAYERS",
+    "BASE_LAYERS",
     "CHANNEL_FD",
+    "LAYER_NEEDS",
     "OPTIONAL_LAYERS",
+    "TEMPLATE_LAYERS",
+    "TemplateIsolation",
     "apply_layers",
+    "can_grant_limits",
+    "check_required",
     "close_inherited_fds",
+    "grant_run_limits",
     "install_seccomp",
+    "isolate_template",
+    "prepare_worker_filters",
     "set_run_limits",
 )
 
 CHANNEL_FD: Final = 3
-OPTIONAL_LAYERS: Final = frozenset({"netns", "uid", "no-new-privs", "seccomp"})
+#: Every layer name in reporting order.
+ALL_LAYERS: Final = ISOLATION_LAYERS
+#: Layers every worker has on any POSIX system (``rlimits`` only when the worker is unprivileged).
+BASE_LAYERS: Final = frozenset({"process", "empty-env", "tmpdir", "closed-fds", "rlimits"})
+#: Layers a caller may switch off (``Sandbox(layers=...)``); all are attempted by default.
+OPTIONAL_LAYERS: Final = frozenset(ALL_LAYERS) - BASE_LAYERS
+#: Optional layers the template sets up once for all its workers.
+TEMPLATE_LAYERS: Final = frozenset({"mount-ns", "pid-ns"})
+
+#: What each optional layer needs, for the error that names a required layer a worker came up without.
+LAYER_NEEDS: Final = {
+    "mount-ns": "root (CAP_SYS_ADMIN, in a user namespace too) and mount namespaces",
+    "pid-ns": "root (CAP_SYS_ADMIN, in a user namespace too) and PID namespaces",
+    "ipc-ns": "IPC namespaces (as root, or unprivileged user namespaces)",
+    "uts-ns": "UTS namespaces (as root, or unprivileged user namespaces)",
+    "netns": "network namespaces (as root, or unprivileged user namespaces)",
+    "uid": "root, to switch each worker to a uid of its own",
+    "rlimits": "a worker without CAP_SYS_RESOURCE (the uid layer, or a root worker that dropped it)",
+    "no-new-privs": "Linux 3.5 or later",
+    "landlock": "Linux 5.13 or later with Landlock enabled (lsm=...,landlock) and no-new-privs",
+    "seccomp": "Linux on x86_64, and no-new-privs",
+}
+
+_LINUX: Final = sys.platform == "linux"
 _NOFILE: Final = 16
 _UID_BASE: Final = 200_000
+_HOLDER_UID: Final = _UID_BASE - 1
+_HOSTNAME: Final = b"sandbox"
 
-_CLONE_NEWNET: Final = 0x40000000
+_CLONE_NEWNS: Final = 0x00020000
+_CLONE_NEWUTS: Final = 0x04000000
+_CLONE_NEWIPC: Final = 0x08000000
 _CLONE_NEWUSER: Final = 0x10000000
+_CLONE_NEWPID: Final = 0x20000000
+_CLONE_NEWNET: Final = 0x40000000
+_NAMESPACE_FLAGS: Final = {"ipc-ns": _CLONE_NEWIPC, "uts-ns": _CLONE_NEWUTS, "netns": _CLONE_NEWNET}
+_MS_RDONLY: Final = 0x1
+_MS_NOSUID: Final = 0x2
+_MS_NODEV: Final = 0x4
+_MS_NOEXEC: Final = 0x8
+_MS_REC: Final = 0x4000
+_MS_PRIVATE: Final = 0x40000
+_MNT_DETACH: Final = 0x2
+_SYS_PIVOT_ROOT: Final = 155
 _PR_SET_PDEATHSIG: Final = 1
+_PR_CAPBSET_DROP: Final = 24
 _PR_SET_NO_NEW_PRIVS: Final = 38
-_PR_SET_SECCOMP: Final = 22
-_SECCOMP_MODE_FILTER: Final = 2
+_CAPABILITY_VERSION_3: Final = 0x20080522
+
+#: Limits fixed for the worker's whole life (hard = soft = this value); every other limit keeps its
+#: current soft value as its hard limit, except CPU time and address space, which each run sets.
+_FIXED_LIMITS: Final = {
+    "RLIMIT_NPROC": 0, "RLIMIT_FSIZE": 0, "RLIMIT_NOFILE": _NOFILE, "RLIMIT_CORE": 0,
+    "RLIMIT_MEMLOCK": 0, "RLIMIT_MSGQUEUE": 0, "RLIMIT_NICE": 0, "RLIMIT_RTPRIO": 0, "RLIMIT_LOCKS": 0,
+}
+_PER_RUN_LIMITS: Final = ("RLIMIT_CPU", "RLIMIT_AS")
 
 _libc: ctypes.CDLL | None = None
 
@@ -63,178 +148,323 @@ def _lib() -> ctypes.CDLL:
     return _libc
 
 
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"{what}: {os.strerror(number)}")
+
+
 def _prctl(option: int, arg: int = 0) -> bool:
     return int(_lib().prctl(option, arg, 0, 0, 0)) == 0
 
 
-def close_inherited_fds(channel: int) -> None:
-    """Move ``channel`` to fd 3, point 0-2 at /dev/null and close every other descriptor."""
+def check_required(required: Iterable[str], layers: Iterable[str]) -> None:
+    """Raise :class:`SandboxIsolationError` naming every required layer missing from ``layers``."""
+    have = set(layers)
+    missing = tuple(layer for layer in ALL_LAYERS if layer in set(required) and layer not in have)
+    if missing:
+        needs = "; ".join(f"{layer} needs {LAYER_NEEDS[layer]}" if layer in LAYER_NEEDS else layer
+                          for layer in missing)
+        raise SandboxIsolationError(
+            f"a worker came up without the required isolation layer(s) {', '.join(missing)} ({needs}); "
+            "run where they are available, or leave them out of Sandbox(require=...)", missing)
+
+
+# --- the template's shared layers -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateIsolation:
+    """What the template set up for all its workers.
+
+    ``layers`` are the template-level layers that took effect; ``devnull`` is a descriptor on
+    ``/dev/null`` opened before the file system went away (the workers' stdio); ``holder`` is the pid
+    of the PID namespace's init, if there is one (its death ends every worker: the template then exits).
+    """
+
+    layers: tuple[str, ...]
+    devnull: int
+    holder: int | None = None
+    #: Whether the host may raise a worker's hard limits (it holds ``CAP_SYS_RESOURCE``, as the
+    #: template does: same credentials); asked before the file system (and /proc) went away.
+    host_grants: bool = False
+
+    @property
+    def empty_root(self) -> bool:
+        """True when workers start in the empty root (no per-worker directory is needed)."""
+        return "mount-ns" in self.layers
+
+    @property
+    def pid_namespace(self) -> bool:
+        """True when workers are forked into the template's PID namespace."""
+        return "pid-ns" in self.layers
+
+
+def isolate_template(wanted: Iterable[str]) -> TemplateIsolation:
+    """Enter the shared layers: an empty read-only root, then a PID namespace with its holder.
+
+    Called once by the template after it imported everything a worker will ever need (nothing can be
+    imported afterwards) and before its first fork. Each layer needs root (``CAP_SYS_ADMIN``);
+    without it, or if the kernel refuses, the layer is skipped and reported missing.
+    """
+    want = set(wanted)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    grants = can_grant_limits()
+    layers: list[str] = []
+    privileged = _LINUX and os.geteuid() == 0
+    if "mount-ns" in want and privileged and _try(_empty_root):
+        layers.append("mount-ns")
+    holder = _pid_namespace() if "pid-ns" in want and privileged else None
+    if holder is not None:
+        layers.append("pid-ns")
+    return TemplateIsolation(tuple(layers), devnull, holder, grants)
+
+
+def _empty_root() -> bool:
+    """Pivot into an empty, read-only tmpfs in a private mount namespace; drop the old root.
+
+    The tmpfs is mounted over an existing directory (the temp directory) inside the new namespace
+    only, so nothing is created on the host's file system and nothing outlives the template.
+    """
+    lib = _lib()
+    _check(lib.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(lib.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "making / private")
+    base = os.fsencode(tempfile.gettempdir())
+    flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    _check(lib.mount(b"codemode", base, b"tmpfs", flags, b"size=4k,nr_inodes=2,mode=0555"),
+           "mounting the empty root")
+    try:
+        os.chdir(base)
+        _check(lib.syscall(_SYS_PIVOT_ROOT, b".", b"."), "pivot_root")
+    except OSError:
+        os.chdir("/")
+        lib.umount2(base, _MNT_DETACH)  # (the fallback's per-worker directories go there)
+        raise
+    _check(lib.umount2(b".", _MNT_DETACH), "detaching the old root")
+    os.chdir("/")
+    return os.listdir("/") == []
+
+
+def _pid_namespace() -> int | None:
+    """Make the template's children live in a new PID namespace; fork its init (the holder)."""
+    if int(_lib().unshare(_CLONE_NEWPID)) != 0:
+        return None
+    pid = os.fork()  # the first child is the namespace's init
+    if pid == 0:
+        _hold()
+    return pid
+
+
+def _hold() -> NoReturn:
+    """The PID namespace's init: owns nothing, reaps what is reparented to it, dies with the template.
+
+    When it dies the kernel kills every process in the namespace, so it holds no descriptor, runs
+    as an unprivileged uid of its own and only waits for signals.
+    """
+    try:
+        os.closerange(3, 1 << 16)
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # orphans are reaped by the kernel
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        with contextlib.suppress(OSError):  # (in a user namespace that maps only root, it stays root)
+            os.setgroups([])
+            os.setresgid(_HOLDER_UID, _HOLDER_UID, _HOLDER_UID)
+            os.setresuid(_HOLDER_UID, _HOLDER_UID, _HOLDER_UID)
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        if os.getppid() != 0:  # (the template lives outside: its pid is 0 in here) it already died
+            os._exit(0)
+        while True:
+            signal.pause()
+    finally:
+        os._exit(0)
+
+
+# --- the worker's own layers ------------------------------------------------------------------------
+
+
+def close_inherited_fds(channel: int, devnull: int) -> None:
+    """Point 0-2 at ``devnull``, move ``channel`` to fd 3 and close every other descriptor."""
+    for fd in (0, 1, 2):
+        if fd != devnull:
+            os.dup2(devnull, fd)
     if channel != CHANNEL_FD:
         os.dup2(channel, CHANNEL_FD)
         os.close(channel)
     os.set_inheritable(CHANNEL_FD, False)
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    if null > CHANNEL_FD:
-        os.close(null)
     os.closerange(CHANNEL_FD + 1, 1 << 16)
 
 
-def _netns() -> bool:
-    """A new network namespace; without root, inside a new user namespace (where one is allowed)."""
-    flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWUSER | _CLONE_NEWNET
-    return int(_lib().unshare(flags)) == 0
+def apply_layers(wanted: Iterable[str], *, parent_pid: int, template: Iterable[str],
+                 host_pid: int) -> list[str]:
+    """Apply every base layer and every wanted optional layer the platform allows, in order.
+
+    Called in the worker after :func:`close_inherited_fds` and before the event loop exists.
+    ``parent_pid`` is what ``getppid()`` must answer while the template lives (0 inside its PID
+    namespace); ``template`` the layers the template set up; ``host_pid`` the worker's pid as the
+    host sees it (its uid follows it). Returns the layers that took effect, in reporting order;
+    ``seccomp`` is installed later by the caller (:func:`install_seccomp`), after the event loop.
+    """
+    want = set(wanted)
+    active = {"process", "empty-env", "tmpdir", "closed-fds", *template}
+    active |= _namespaces([name for name in _NAMESPACE_FLAGS if name in want])
+    if "uts-ns" in active and int(_lib().sethostname(_HOSTNAME, len(_HOSTNAME))) != 0:
+        active.discard("uts-ns")
+    if "uid" in want and _try(lambda: _drop_uid(host_pid)):
+        active.add("uid")
+    if _LINUX:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the template died before the death signal was armed
+        os._exit(70)
+    _fixed_rlimits()
+    if os.geteuid() != 0 or (_LINUX and _drop_capabilities()):  # (CAP_SYS_RESOURCE could raise them)
+        active.add("rlimits")
+    if "no-new-privs" in want and _LINUX and _prctl(_PR_SET_NO_NEW_PRIVS, 1):
+        active.add("no-new-privs")
+        if "landlock" in want and _landlock.restrict(_lib()):
+            active.add("landlock")
+    return [layer for layer in ALL_LAYERS if layer in active]
 
 
-def _drop_uid() -> bool:
+def _namespaces(names: list[str]) -> set[str]:
+    """Unshare the wanted per-worker namespaces (in one call); without root, inside a user namespace."""
+    if not names or not _LINUX:
+        return set()
+    flags = 0
+    for name in names:
+        flags |= _NAMESPACE_FLAGS[name]
+    if os.geteuid() != 0:
+        return set(names) if int(_lib().unshare(flags | _CLONE_NEWUSER)) == 0 else set()
+    if int(_lib().unshare(flags)) == 0:
+        return set(names)
+    return {name for name in names if int(_lib().unshare(_NAMESPACE_FLAGS[name])) == 0}
+
+
+def _drop_uid(host_pid: int) -> bool:
     if os.geteuid() != 0:
         return False
-    uid = _UID_BASE + os.getpid()
+    uid = _UID_BASE + host_pid
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
     return os.geteuid() == uid and os.getegid() == uid
 
 
-def _base_rlimits() -> None:
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32))
+
+
+def _drop_capabilities() -> bool:
+    """A worker left as root (no ``uid`` layer, or a user namespace mapping only root) gives up every
+    capability, bounding set included, so root's uid alone can change nothing the layers set."""
+    lib = _lib()
+    for capability in range(64):  # (past the kernel's last capability the call fails: harmless)
+        lib.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    return int(lib.capset(ctypes.byref(header), data)) == 0
+
+
+def _fixed_rlimits() -> None:
+    """Hard = soft for every limit; the fixed ones at their values (CPU and memory wait for the run)."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE fails instead of killing
-    for which, value in ((resource.RLIMIT_NPROC, 0), (resource.RLIMIT_FSIZE, 0),
-                         (resource.RLIMIT_NOFILE, _NOFILE), (resource.RLIMIT_CORE, 0)):
-        resource.setrlimit(which, (value, value))
+    for name in dir(resource):
+        if not name.startswith("RLIMIT_") or name in _PER_RUN_LIMITS:
+            continue
+        which = getattr(resource, name)
+        soft, _ = resource.getrlimit(which)
+        value = _FIXED_LIMITS.get(name, soft)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(which, (value, value))
 
 
-def set_run_limits(cpu_seconds: float, memory_bytes: int, *, keep_hard: bool) -> None:
-    """Apply one run's CPU and address-space budgets.
+def set_run_limits(cpu_seconds: float, memory_bytes: int, *, session: bool = False,
+                   granted: bool = False) -> str | None:
+    """Apply one run's CPU and address-space budgets as hard limits; a reason if the run cannot have them.
 
-    The CPU budget counts from now (the soft limit is the time used so far plus the budget); past it
-    the kernel sends SIGXCPU, which kills. With ``keep_hard`` (persistent sessions, whose later runs
-    need the soft limits moved again) the hard limits are left alone; otherwise hard = soft (+1 s CPU).
+    The CPU budget counts from now (the limit is the time used so far plus the budget, in whole
+    seconds); past it the kernel kills the worker. A limit can only go down here. A one-shot worker
+    (and a ``session`` worker whose host ``granted`` the run its room first, :func:`grant_run_limits`)
+    sets hard = soft for both. A session worker nobody can raise (the host lacks ``CAP_SYS_RESOURCE``)
+    keeps its CPU hard limit open (the host's CPU watch still ends each run at its budget, from
+    outside) and its memory hard limit at the first run's budget: a later run that asks for more is
+    refused with the reason, before it starts.
     """
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    used = usage.ru_utime + usage.ru_stime
-    soft_cpu = max(1, int(used + cpu_seconds + 0.999))
-    _, hard_cpu = resource.getrlimit(resource.RLIMIT_CPU)
+    cpu = max(1, math.ceil(usage.ru_utime + usage.ru_stime + cpu_seconds))
     _, hard_as = resource.getrlimit(resource.RLIMIT_AS)
-    if keep_hard:
-        resource.setrlimit(resource.RLIMIT_CPU, (_capped(soft_cpu, hard_cpu), hard_cpu))
-        resource.setrlimit(resource.RLIMIT_AS, (_capped(memory_bytes, hard_as), hard_as))
-    else:
-        resource.setrlimit(resource.RLIMIT_CPU, (soft_cpu, _capped(soft_cpu + 1, hard_cpu)))
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, _capped(memory_bytes, hard_as)))
+    if session and not granted and hard_as != resource.RLIM_INFINITY and memory_bytes > hard_as:
+        return (f"this session's worker cannot be given a memory budget of {memory_bytes} bytes: its hard "
+                f"limit is {hard_as} bytes (an earlier run's budget), and raising a hard limit needs "
+                "CAP_SYS_RESOURCE, which the host lacks; run it in a new session or without one")
+    _, hard_cpu = resource.getrlimit(resource.RLIMIT_CPU)
+    cpu = _capped(cpu, hard_cpu)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard_cpu if session and not granted else cpu))
+    memory = _capped(memory_bytes, hard_as)
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    return None
+
+
+_CAP_SYS_RESOURCE: Final = 24
+
+
+@functools.cache
+def can_grant_limits() -> bool:
+    """Whether this process holds ``CAP_SYS_RESOURCE`` (may raise another process's hard limits).
+
+    Root normally does; some hosts (containers, micro-VMs) drop it, and then nobody can give a
+    persistent session's worker more room than it had.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> _CAP_SYS_RESOURCE & 1)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def grant_run_limits(pid: int, cpu_used: float, cpu_seconds: float, memory_bytes: int) -> bool:
+    """(Host side) give a session worker hard limits for its next run; False without the privilege.
+
+    The worker then lowers them to the run's exact budgets (:func:`set_run_limits`). What is granted
+    here is the most the run can ever get, even if the program had tampered with the worker's own code
+    in an earlier run: one second of CPU over its budget, and its memory budget.
+    """
+    cpu = max(1, math.ceil(cpu_used + cpu_seconds)) + 1
+    try:
+        resource.prlimit(pid, resource.RLIMIT_CPU, (cpu, cpu))
+        resource.prlimit(pid, resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _capped(value: int, hard: int) -> int:
     return value if hard == resource.RLIM_INFINITY else min(value, hard)
 
 
-# --- seccomp -------------------------------------------------------------------------------------
-
-_AUDIT_ARCH_X86_64: Final = 0xC000003E
-_RET_ALLOW: Final = 0x7FFF0000
-_RET_EPERM: Final = 0x00050000 | 1
-_RET_KILL: Final = 0x80000000
-_LD_ABS: Final = 0x20  # BPF_LD | BPF_W | BPF_ABS
-_JEQ: Final = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
-_JGE: Final = 0x35  # BPF_JMP | BPF_JGE | BPF_K
-_JSET: Final = 0x45  # BPF_JMP | BPF_JSET | BPF_K
-_RET: Final = 0x06  # BPF_RET | BPF_K
-
-#: x86_64 syscalls refused with EPERM (by number; name kept for the reader).
-_DENIED: Final = {
-    "clone": 56, "fork": 57, "vfork": 58, "execve": 59, "clone3": 435, "execveat": 322,
-    "socket": 41, "connect": 42, "accept": 43, "bind": 49, "listen": 50, "socketpair": 53,
-    "accept4": 288, "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
-    "rt_tgsigqueueinfo": 297, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
-    "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "creat": 85, "openat2": 437,
-    "truncate": 76, "rename": 82, "mkdir": 83, "rmdir": 84, "link": 86, "unlink": 87, "symlink": 88,
-    "chmod": 90, "fchmod": 91, "chown": 92, "fchown": 93, "lchown": 94, "mknod": 133, "mkdirat": 258,
-    "mknodat": 259, "fchownat": 260, "unlinkat": 263, "renameat": 264, "linkat": 265,
-    "symlinkat": 266, "fchmodat": 268, "renameat2": 316, "memfd_create": 319, "chroot": 161,
-    "mount": 165, "umount2": 166, "pivot_root": 155, "unshare": 272, "setns": 308, "prctl": 157,
-    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "bpf": 321,
-    "perf_event_open": 298, "userfaultfd": 323, "add_key": 248, "request_key": 249, "keyctl": 250,
-    "name_to_handle_at": 303, "open_by_handle_at": 304,
-}
-_OPEN: Final = 2
-_OPENAT: Final = 257
-#: open flags that write or create: O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | __O_TMPFILE.
-_WRITE_FLAGS: Final = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000 | 0o20000000
+#: The descriptors a worker's sockets get: the channel, then (after the event loop's epoll descriptor)
+#: the loop's wake-up socket pair.
+_USUAL_SOCKETS: Final = (CHANNEL_FD, CHANNEL_FD + 2, CHANNEL_FD + 3)
 
 
-def _seccomp_program() -> bytes:
-    """Assemble the classic-BPF filter; jump targets are labels resolved to (forward) offsets."""
-    code: list[tuple[int, str | int, str | int, int]] = []
-
-    def emit(op: int, k: int, jt: str | int = 0, jf: str | int = 0) -> None:
-        code.append((op, jt, jf, k))
-
-    emit(_LD_ABS, 4)  # seccomp_data.arch
-    emit(_JEQ, _AUDIT_ARCH_X86_64, 0, "kill")
-    emit(_LD_ABS, 0)  # seccomp_data.nr
-    emit(_JGE, 0x40000000, "deny", 0)  # the x32 ABI
-    for number in sorted(_DENIED.values()):
-        emit(_JEQ, number, "deny", 0)
-    emit(_JEQ, _OPEN, "open", 0)
-    emit(_JEQ, _OPENAT, "openat", 0)
-    emit(_RET, _RET_ALLOW)
-    labels = {"deny": len(code)}
-    emit(_RET, _RET_EPERM)
-    labels["kill"] = len(code)
-    emit(_RET, _RET_KILL)
-    labels["open"] = len(code)
-    emit(_LD_ABS, 16 + 8 * 1)  # args[1] (flags of open), low word
-    emit(_JSET, _WRITE_FLAGS, 0, 1)
-    emit(_RET, _RET_EPERM)
-    emit(_RET, _RET_ALLOW)
-    labels["openat"] = len(code)
-    emit(_LD_ABS, 16 + 8 * 2)  # args[2] (flags of openat), low word
-    emit(_JSET, _WRITE_FLAGS, 0, 1)
-    emit(_RET, _RET_EPERM)
-    emit(_RET, _RET_ALLOW)
-
-    out = bytearray()
-    for index, (op, jt, jf, k) in enumerate(code):
-        offsets = [labels[j] - index - 1 if isinstance(j, str) else j for j in (jt, jf)]
-        out += struct.pack("HBBI", op, offsets[0], offsets[1], k)
-    return bytes(out)
+def prepare_worker_filters() -> None:
+    """(Template) build what every worker applies, once: the seccomp program for the usual descriptor
+    numbers and the kernel's Landlock ABI version."""
+    if _seccomp.available():
+        _seccomp.program(_USUAL_SOCKETS)
+    _landlock.abi_version(_lib())
 
 
-class _SockFprog(ctypes.Structure):
-    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
-
-
-def install_seccomp() -> bool:
-    """Install the filter (needs no_new_privs); False when the platform cannot."""
-    if sys.platform != "linux" or os.uname().machine != "x86_64":
-        return False
-    program = _seccomp_program()
-    buffer = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
-    return int(_lib().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0)) == 0
-
-
-def apply_layers(wanted: Iterable[str], parent_pid: int) -> list[str]:
-    """Apply the base layers and every wanted optional layer that the platform allows, in order.
-
-    Called in the worker after :func:`close_inherited_fds` and before the event loop exists. Returns
-    the names of the layers that took effect (``seccomp`` is installed later by the caller, after the
-    event loop, via :func:`install_seccomp`).
-    """
-    want = set(wanted)
-    active = ["process", "empty-env", "tmpdir", "closed-fds"]
-    if "netns" in want and _try(_netns):
-        active.append("netns")
-    if "uid" in want and _try(_drop_uid):
-        active.append("uid")
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # the template died before the death signal was armed
-        os._exit(70)
-    _base_rlimits()
-    active.append("rlimits")
-    if "no-new-privs" in want and _prctl(_PR_SET_NO_NEW_PRIVS, 1):
-        active.append("no-new-privs")
-    return active
+def install_seccomp(socket_fds: tuple[int, ...]) -> bool:
+    """Install the allowlist (:mod:`._seccomp`); the worker's own sockets are ``socket_fds``."""
+    return _seccomp.install(_lib(), socket_fds)
 
 
 def _try(layer: object) -> bool:

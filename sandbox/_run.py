@@ -43,7 +43,7 @@ from .protocol import (
     value_depth,
 )
 from .results import ErrorKind, RunError, RunResult, RunStats
-from .worker import EXIT_MEMORY
+from .worker import EXIT_MEMORY, EXIT_REFUSED
 
 __all__ = (
     "CallTool",
@@ -433,6 +433,9 @@ def _classify_exit(worker: WorkerHandle, limits: SandboxLimits) -> tuple[ErrorKi
     if code == EXIT_MEMORY:
         return "memory-limit", (f"the program exceeded its memory budget of {limits.memory_bytes} bytes "
                                 "(memory_bytes)")
+    if code == EXIT_REFUSED:
+        return "worker-exit", ("the worker's own code was refused a system call by its seccomp filter "
+                               "(the allowlist in codemode.sandbox._seccomp misses a call it needs)")
     return "worker-exit", f"the worker process exited with status {code} before finishing the run"
 
 

@@ -1,21 +1,30 @@
 """The template: a pre-started process that forks one fresh worker per request.
 
 The host starts it once per :class:`~codemode.sandbox.Sandbox` as ``python -I`` from the host's interpreter,
-so it never holds host state: it imports the sandbox modules, the executor and RestrictedPython, freezes the
-heap (cheap copy-on-write forks) and then serves a control socket (``SOCK_SEQPACKET``, one JSON object per
-message):
+so it never holds host state: it imports the sandbox modules, the executor, RestrictedPython and every
+standard module a worker may need later (:mod:`codemode.sandbox._preload`), freezes the heap (cheap
+copy-on-write forks), gives up the host's file system for an empty read-only root and enters a PID namespace
+(:func:`codemode.sandbox._isolate.isolate_template`), and then serves a control socket (``SOCK_SEQPACKET``,
+one JSON object per message):
 
 - host ``{op: spawn, id, layers}`` with one descriptor attached (the worker's end of a fresh
-  socketpair): the template makes an empty working directory and forks; the child becomes the worker
-  (:func:`codemode.sandbox.worker.serve`), the template answers ``{op: spawned, id, pid}``;
+  socketpair): the template forks (without the empty root, it first makes an empty working directory);
+  the child becomes the worker (:func:`codemode.sandbox.worker.serve`), the template answers
+  ``{op: spawned, id, pid}``;
 - host ``{op: kill, pid}``: SIGKILL to the worker's process group. Only the template reaps, so a pid it
   has not reaped yet cannot have been reused: the kill can never hit a stranger;
 - template ``{op: exited, pid, status, cpu}`` once a worker is reaped (``os.wait4`` status and CPU
   seconds); its working directory is removed first.
 
 The template is a child subreaper, so anything a worker might manage to leave behind is reparented to
-it and reaped. It dies with the host (parent-death signal) and, when the control socket closes, kills
-and reaps every worker, removes their directories and exits.
+it (or, in its PID namespace, to the namespace's holder) and reaped. It dies with the host (parent-death
+signal) and, when the control socket closes or the PID namespace's holder dies, kills and reaps every
+worker, removes their directories and exits.
+
+After the empty root, nothing can be imported that is not loaded yet: a lazy import a worker makes at
+run time fails with a ``ModuleNotFoundError`` that names ``codemode.sandbox._preload.PRELOAD``, which is
+where a module a new feature needs goes (the tests run every facade's lazy paths in a real worker, and
+check statically that each lazy import of the allowed modules is preloaded).
 """
 
 from __future__ import annotations
@@ -32,9 +41,10 @@ import socket
 import sys
 import tempfile
 import warnings
+from types import ModuleType
 from typing import Any, Final
 
-from . import _isolate, worker
+from . import _isolate, _preload, worker
 
 __all__ = ("WORKDIR_PREFIX", "main", "sweep_workdirs")
 
@@ -44,10 +54,13 @@ _MAX_MESSAGE: Final = 1 << 16
 
 
 class _Template:
-    def __init__(self, control: socket.socket, executor: Any) -> None:
+    def __init__(self, control: socket.socket, executor: Any,
+                 isolation: _isolate.TemplateIsolation) -> None:
         self.control = control
         self.executor = executor
-        self.children: dict[int, str] = {}
+        self.isolation = isolation
+        self.children: dict[int, str | None] = {}
+        self.holder_gone = False
         self.pid = os.getpid()
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
@@ -60,13 +73,16 @@ class _Template:
     def serve(self) -> None:
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-        self.send({"op": "hello", "pid": self.pid})
+        self.send({"op": "hello", "pid": self.pid, "layers": list(self.isolation.layers)})
         while True:
             readable, _, _ = select.select([self.control.fileno(), self.wake_r], [], [])
             if self.wake_r in readable:
                 with contextlib.suppress(OSError):
                     os.read(self.wake_r, 4096)
                 self.reap()
+                if self.holder_gone:  # every worker died with it, and no fork can succeed
+                    self.shutdown()
+                    return
             if self.control.fileno() in readable and not self.handle_control():
                 self.shutdown()
                 return
@@ -98,24 +114,43 @@ class _Template:
 
     def spawn(self, channel: int, message: dict[str, Any]) -> None:
         layers = frozenset(str(layer) for layer in message.get("layers", ()))
+        isolation = self.isolation
+        workdir: str | None = None
+        pipe: tuple[int, int] | None = None
         try:
-            workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{self.pid}-")
-            os.chmod(workdir, 0o555)
+            if not isolation.empty_root:
+                workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{self.pid}-")
+                os.chmod(workdir, 0o555)
+            if isolation.pid_namespace:
+                pipe = os.pipe()
             pid = os.fork()
         except OSError as exc:
             os.close(channel)
+            for fd in pipe or ():
+                os.close(fd)
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
             self.send({"op": "spawned", "id": message.get("id"), "error": str(exc)})
             return
         if pid == 0:  # the worker; never returns
             try:
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                if pipe is not None:
+                    os.close(pipe[1])
                 os.setsid()
-                os.chdir(workdir)
-                worker.serve(channel, worker.WorkerConfig(self.executor, layers, self.pid))
+                os.chdir(workdir or "/")
+                parent = 0 if isolation.pid_namespace else self.pid  # (outside the namespace: 0)
+                worker.serve(channel, worker.WorkerConfig(self.executor, layers, parent, isolation,
+                                                          pipe[0] if pipe else None))
             finally:
                 os._exit(1)
         os.close(channel)
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                os.write(pipe[1], pid.to_bytes(8, "little"))
+            os.close(pipe[0])
+            os.close(pipe[1])
         self.children[pid] = workdir
         self.send({"op": "spawned", "id": message.get("id"), "pid": pid})
 
@@ -146,6 +181,8 @@ class _Template:
             if info is None:
                 return
             pid = info.si_pid
+            if pid == self.isolation.holder:
+                self.holder_gone = True
             if pid in self.children:
                 with contextlib.suppress(OSError):
                     os.killpg(pid, signal.SIGKILL)
@@ -153,27 +190,23 @@ class _Template:
                 _, status, usage = os.wait4(pid, 0)
             except ChildProcessError:
                 continue
-            workdir = self.children.pop(pid, None)
-            if workdir is not None:
-                shutil.rmtree(workdir, ignore_errors=True)
+            if pid in self.children:
+                workdir = self.children.pop(pid)
+                if workdir is not None:
+                    shutil.rmtree(workdir, ignore_errors=True)
                 self.send({"op": "exited", "pid": pid, "status": status,
                            "cpu": usage.ru_utime + usage.ru_stime})
 
     def shutdown(self) -> None:
         for pid in list(self.children):
             self.kill(pid)
+        if self.isolation.holder is not None and not self.holder_gone:
+            with contextlib.suppress(OSError):  # (it ends the PID namespace: nothing in it survives)
+                os.kill(self.isolation.holder, signal.SIGKILL)
         self.reap(block=True)
         for workdir in self.children.values():
-            shutil.rmtree(workdir, ignore_errors=True)
-
-
-#: Modules the standard library imports lazily. A worker runs under its own uid and usually cannot read
-#: the interpreter's files (for example under ``/root``), so whatever it may need is imported here.
-_LAZY_STDLIB: Final = (
-    "_strptime", "encodings.idna", "encodings.punycode", "encodings.ascii", "encodings.latin_1",
-    "encodings.utf_16", "encodings.utf_32", "encodings.unicode_escape", "encodings.raw_unicode_escape",
-    "encodings.cp437", "stringprep", "unicodedata", "asyncio", "selectors", "traceback", "linecache",
-)
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
 
 
 WORKDIR_PREFIX: Final = "codemode-worker-"
@@ -216,17 +249,18 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
-def _prepare(executor_name: str) -> Any:
-    """Import everything a worker needs before the first fork, so no worker pays for it."""
-    for name in _LAZY_STDLIB:
-        with contextlib.suppress(ImportError):
-            importlib.import_module(name)
+def _prepare(executor_name: str) -> ModuleType:
+    """Import everything a worker needs before the first fork, so no worker pays for it (and no worker
+    needs a file)."""
+    _preload.load(_preload.PRELOAD)
     executor = importlib.import_module(executor_name)
     for name in ("compile_program", "run_program"):
         if not callable(getattr(executor, name, None)):
             raise ImportError(f"executor module {executor_name!r} has no callable {name!r}")
+    _preload.load([str(name) for name in getattr(executor, "PRELOAD", ())])
+    _preload.warm_lazy_state()
     _isolate._lib()
-    _isolate._seccomp_program()
+    _isolate.prepare_worker_filters()
     # Workers ignore every warning (a program's SyntaxWarning has nowhere to go): the compiler then
     # skips saving and restoring the filter list around each parse and compile.
     warnings.simplefilter("ignore")
@@ -236,13 +270,14 @@ def _prepare(executor_name: str) -> Any:
 
 
 def main(argv: list[str]) -> None:
-    """Entry point: ``argv`` is ``[control_fd, executor_module, json_sys_path]``.
+    """Entry point: ``argv`` is ``[control_fd, executor_module, json_template_layers]``.
 
-    The host passes its own ``sys.path`` so the template imports exactly the modules the host would
-    (``-I`` drops the environment and the current directory from the path).
+    The bootstrap has set ``sys.path`` to the host's, so the template imports exactly the modules the
+    host would (``-I`` drops the environment and the current directory from the path). The layers are
+    the template-level ones to attempt (all of them when the argument is missing).
     """
-    if len(argv) > 2:  # the bootstrap normally did this already
-        sys.path[:] = [str(entry) for entry in json.loads(argv[2])]
+    wanted = (frozenset(str(name) for name in json.loads(argv[2])) if len(argv) > 2
+              else _isolate.TEMPLATE_LAYERS)
     control = socket.socket(fileno=int(argv[0]))
     control.setblocking(True)
     libc = _isolate._lib()
@@ -255,7 +290,10 @@ def main(argv: list[str]) -> None:
             control.send(json.dumps({"op": "hello", "error": f"{type(exc).__name__}: {exc}"}).encode())
         sys.exit(1)
     sweep_workdirs()
-    _Template(control, executor).serve()
+    isolation = _isolate.isolate_template(wanted & _isolate.TEMPLATE_LAYERS)
+    if isolation.empty_root:
+        sys.meta_path.insert(0, _preload.AfterPivot())
+    _Template(control, executor, isolation).serve()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Tree::
     ├── SandboxClosedError       SANDBOX_CLOSED       (run or session on a sandbox that is not open)
     ├── SessionClosedError       SESSION_CLOSED       (run with a session that was closed)
     └── SandboxStartError        SANDBOX_START_FAILED (the template process could not be started)
+        └── SandboxIsolationError SANDBOX_ISOLATION_MISSING (a required isolation layer is missing)
 
 :class:`ToolCallFailure` is not a sandbox error: the integrator's ``call_tool`` handler raises it to
 fail one tool call, and the program sees it as ``ToolCallError``.
@@ -24,6 +25,7 @@ from typing import ClassVar
 __all__ = (
     "SandboxClosedError",
     "SandboxError",
+    "SandboxIsolationError",
     "SandboxLimitsError",
     "SandboxStartError",
     "SandboxUsageError",
@@ -73,6 +75,21 @@ class SandboxStartError(SandboxError):
     """The template process that forks workers could not be started or died during its handshake."""
 
     code: ClassVar[str] = "SANDBOX_START_FAILED"
+
+
+class SandboxIsolationError(SandboxStartError):
+    """A worker came up without an isolation layer the sandbox was told to require.
+
+    ``missing`` names the layers (as ``RunResult.stats.isolation`` spells them); the message says what
+    each needs. Raised when the sandbox starts (its first worker is checked before ``__aenter__``
+    returns); a later run that cannot get a complete worker fails with kind ``worker-exit``.
+    """
+
+    code: ClassVar[str] = "SANDBOX_ISOLATION_MISSING"
+
+    def __init__(self, message: str, missing: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 class ToolCallFailure(Exception):

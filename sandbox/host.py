@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import anyio.abc
 
+from ._isolate import check_required
 from ._template import sweep_workdirs
 from .errors import SandboxStartError
 from .protocol import WAKE_FRAME, FrameDecoder, ProtocolViolation, ReadyFrame, parse_worker_frame
@@ -60,7 +61,7 @@ for name, path in json.loads(sys.argv[4]):
         parent, _, child = name.rpartition(".")
         setattr(sys.modules[parent], child, package)
 from codemode.sandbox._template import main
-main(sys.argv[1:3])
+main(sys.argv[1:3] + sys.argv[5:6])
 """
 
 
@@ -199,8 +200,12 @@ class WorkerHandle:
 class TemplateProcess:
     """The running template and its control socket."""
 
-    def __init__(self, executor: str = DEFAULT_EXECUTOR) -> None:
+    def __init__(self, executor: str = DEFAULT_EXECUTOR, layers: Iterable[str] | None = None) -> None:
         self.executor = executor
+        #: The template-level layers to attempt (``None``: all of them).
+        self.template_layers = None if layers is None else sorted(layers)
+        #: Layers every worker must report; one without them is killed and its spawn fails.
+        self.required: frozenset[str] = frozenset()
         self.process: anyio.abc.Process | None = None
         self.control: socket.socket | None = None
         self.pid: int | None = None
@@ -227,6 +232,8 @@ class TemplateProcess:
         try:
             command = [sys.executable, "-I", "-c", _BOOTSTRAP, str(child_end.fileno()), self.executor,
                        json.dumps([p for p in sys.path if isinstance(p, str)]), _package_dirs()]
+            if self.template_layers is not None:
+                command.append(json.dumps(self.template_layers))
             self.process = await anyio.open_process(
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, pass_fds=(child_end.fileno(),), env={}, cwd="/")
@@ -347,6 +354,7 @@ class TemplateProcess:
         self._open_channels.add(handle)
         try:
             await handle.wait_ready()
+            check_required(self.required, handle.layers)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await handle.kill_and_reap()

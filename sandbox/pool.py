@@ -17,12 +17,12 @@ import socket
 import time
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Final
+from typing import Final, Literal
 
 import anyio
 import anyio.abc
 
-from ._isolate import OPTIONAL_LAYERS
+from ._isolate import BASE_LAYERS, OPTIONAL_LAYERS, TEMPLATE_LAYERS
 from ._run import CallTool, CancelLike, CpuWatch, OnLog, execute_run
 from .calls import CooperativeCallTool
 from .errors import SandboxClosedError, SandboxStartError, SandboxUsageError
@@ -44,12 +44,17 @@ class Sandbox:
     ``limits`` are the default budgets of every run (a run may pass its own). ``warm`` workers are kept
     forked and ready. ``executor`` names the module the workers run programs with (it must define
     ``compile_program`` and ``run_program``; the default is :mod:`codemode.sandbox.interpreter`). ``layers``
-    restricts the optional isolation layers to attempt (default: all of ``netns``, ``uid``,
-    ``no-new-privs``, ``seccomp``); the layers actually active are reported per run.
+    restricts the optional isolation layers to attempt (default: all of them, see
+    :data:`~codemode.sandbox.ISOLATION_LAYERS`); the layers actually active are reported per run
+    (``RunResult.stats.isolation``). ``require`` names layers every worker must have, or ``"all"`` for
+    every layer attempted: the sandbox then fails closed, with :class:`SandboxIsolationError` naming
+    what is missing, when it starts (its first worker is checked before ``async with`` enters) and,
+    should a later worker come up without one, in the run that needed it (kind ``worker-exit``).
     """
 
     def __init__(self, limits: SandboxLimits | None = None, *, warm: int = 2,
-                 executor: str = DEFAULT_EXECUTOR, layers: Iterable[str] | None = None) -> None:
+                 executor: str = DEFAULT_EXECUTOR, layers: Iterable[str] | None = None,
+                 require: Iterable[str] | Literal["all"] | None = None) -> None:
         if limits is not None and not isinstance(limits, SandboxLimits):
             raise SandboxUsageError("limits must be a SandboxLimits value")
         if type(warm) is not int or warm < 0:
@@ -60,7 +65,8 @@ class Sandbox:
         self.limits = limits or DEFAULT_LIMITS
         self._warm = warm
         self._layers = chosen
-        self._template = TemplateProcess(executor)
+        self._template = TemplateProcess(executor, chosen & TEMPLATE_LAYERS)
+        self._template.required = _required_layers(require, chosen)
         self._ready: list[WorkerHandle] = []
         self._starting = 0
         self._need = anyio.Event()
@@ -88,6 +94,15 @@ class Sandbox:
             self._task_group.cancel_scope.cancel()
             await stack.aclose()
             raise
+        if self._template.required:  # fail closed now, not at the first run
+            try:
+                self._ready.append(await self._template.spawn(self._layers))
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self._template.aclose()
+                self._task_group.cancel_scope.cancel()
+                await stack.aclose()
+                raise
         self._open = True
         self._retired_in, self._retired_out = anyio.create_memory_object_stream[WorkerHandle](1024)
         self._task_group.start_soon(self._refill)
@@ -273,6 +288,22 @@ class Sandbox:
                 quiet, self._quiet = self._quiet, None
                 if quiet is not None:
                     quiet.set()
+
+
+def _required_layers(require: object, attempted: frozenset[str]) -> frozenset[str]:
+    if require is None:
+        return frozenset()
+    possible = BASE_LAYERS | attempted
+    if require == "all":
+        return possible
+    if isinstance(require, str) or not isinstance(require, Iterable):
+        raise SandboxUsageError('require must be "all" or an iterable of isolation layer names')
+    required = frozenset(require)
+    if unknown := sorted(required - BASE_LAYERS - OPTIONAL_LAYERS):
+        raise SandboxUsageError(f"unknown isolation layers {unknown} in require")
+    if off := sorted(required - possible):
+        raise SandboxUsageError(f"require names layers that layers= switches off: {off}")
+    return required
 
 
 def _check_arguments(program: object, tool_names: object, call_tool: object, limits: object,

@@ -12,6 +12,7 @@ from .lossless import JsonValue
 
 __all__ = (
     "ERROR_KINDS",
+    "ISOLATION_LAYERS",
     "ErrorKind",
     "RunError",
     "RunResult",
@@ -24,6 +25,11 @@ ErrorKind: TypeAlias = Literal[
 ]
 
 ERROR_KINDS: Final[frozenset[str]] = frozenset(ErrorKind.__args__)  # type: ignore[attr-defined]
+
+#: Every isolation layer a worker can report in ``RunStats.isolation``, in the order it reports them;
+#: README's security model says what each one stops (``Sandbox(require=...)`` takes these names).
+ISOLATION_LAYERS: Final = ("process", "empty-env", "tmpdir", "closed-fds", "mount-ns", "pid-ns", "ipc-ns",
+                           "uts-ns", "netns", "uid", "rlimits", "no-new-privs", "landlock", "seccomp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +46,8 @@ class RunStats:
 
     ``wall_ms`` is host-measured from the request to the result; ``cpu_ms`` is the worker's CPU time
     as reported by the kernel when the worker was reaped (``None`` while a session worker lives on);
-    ``isolation`` names the layers that were active in the worker (see :mod:`codemode.sandbox._isolate`);
+    ``isolation`` names the layers that were active in the worker, in :data:`ISOLATION_LAYERS` order
+    (see :mod:`codemode.sandbox._isolate`; a layer the platform could not give is missing from it);
     ``session_restarted`` is true when a session's previous worker had died and this run started a
     fresh one with empty globals.
     """

@@ -3,19 +3,27 @@
 A session is opt-in (:meth:`codemode.sandbox.Sandbox.open_session`). Its worker is taken from the warm supply
 at the first run and kept alive between runs; it is still a separate, isolated process (other runs and
 other sessions have their own), and every run gets the same per-run budgets. Runs of one session are
-serialised. When a run ends in a way that kills the worker (timeout, CPU or memory exhaustion, protocol
+serialised. Each run's CPU and memory budgets are hard limits, as in a one-shot worker: the host raises
+the worker's hard limits to the next run's budgets (it alone may: it needs ``CAP_SYS_RESOURCE``), and the
+worker lowers them to exactly those. On a host without that capability nobody can raise them: the
+worker's memory hard limit stays at its first run's budget (a later run asking for more fails with
+``memory-limit`` and says why), its CPU hard limit stays open (the host's CPU watch still ends each run
+at its budget) and the session's runs do not list ``rlimits`` in ``stats.isolation``. When a run ends
+in a way that kills the worker (timeout, CPU or memory exhaustion, protocol
 violation, cancellation, a crash), the session's globals are lost with it; the next run starts a fresh
 worker and says so (``RunResult.stats.session_restarted``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 
 import anyio
 
+from ._isolate import can_grant_limits, grant_run_limits
 from ._run import CallTool, CancelLike, CpuWatch, OnLog, execute_run
 from .errors import SandboxStartError, SessionClosedError
 from .host import WorkerHandle
@@ -100,10 +108,21 @@ class SandboxSession:
                     return _start_failed(exc, begun)
                 self._had_worker = True
                 self.restarts += int(restarted)
-            return await execute_run(self._worker, program=program, tool_names=tool_names,
-                                     call_tool=call_tool, limits=limits or self.limits, cancel=cancel,
-                                     on_log=on_log, persist=True, started=begun,
-                                     session_restarted=restarted, cpu_watch=self._cpu_watch)
+            run_limits = limits or self.limits
+            granted = "uid" in self._worker.layers and can_grant_limits()
+            if granted:  # (the worker is unprivileged: only the host can raise its hard limits)
+                used = self._worker.cpu_now()
+                if used is not None:
+                    grant_run_limits(self._worker.pid, used, run_limits.cpu_seconds,
+                                     run_limits.memory_bytes)
+            result = await execute_run(self._worker, program=program, tool_names=tool_names,
+                                       call_tool=call_tool, limits=run_limits, cancel=cancel,
+                                       on_log=on_log, persist=True, started=begun,
+                                       session_restarted=restarted, cpu_watch=self._cpu_watch)
+        if granted or "rlimits" not in result.stats.isolation:
+            return result
+        isolation = tuple(layer for layer in result.stats.isolation if layer != "rlimits")
+        return dataclasses.replace(result, stats=dataclasses.replace(result.stats, isolation=isolation))
 
 
 def _start_failed(exc: SandboxStartError, started: float) -> RunResult:

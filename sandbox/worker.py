@@ -2,11 +2,11 @@
 
 A worker is forked by the template (:mod:`codemode.sandbox._template`) with its protocol channel as the only
 descriptor it keeps. It isolates itself (:mod:`codemode.sandbox._isolate`), creates its event loop, installs
-the seccomp filter, says ``ready`` and waits for a ``run`` frame. It then applies the run's CPU and
-address-space budgets, compiles and runs the program with the in-process executor, streams ``log`` frames as
-output happens, turns every ``tools.NAME(...)`` call into a ``call`` frame answered by a ``reply`` and ends
-with one ``done`` frame. A one-shot worker exits right after ``done``; a session worker keeps its globals and
-waits for the next ``run``.
+the seccomp allowlist, runs a warm-up program, says ``ready`` and waits for a ``run`` frame. It then
+applies the run's CPU and address-space budgets, compiles and runs the program with the in-process
+executor, streams ``log`` frames as output happens, turns every ``tools.NAME(...)`` call into a ``call``
+frame answered by a ``reply`` and ends with one ``done`` frame. A one-shot worker exits right after
+``done``; a session worker keeps its globals and waits for the next ``run``.
 
 Nothing here trusts the program: the value it returns is checked (lossless, nesting, size) before it is
 sent, and a failure to send or allocate ends the process with a status the host can classify.
@@ -36,7 +36,9 @@ from .protocol import HEADER, LOG_TRUNCATION_MARKER, MAX_VALUE_DEPTH, FrameDecod
 __all__ = (
     "EXIT_HOST_GONE",
     "EXIT_MEMORY",
+    "EXIT_REFUSED",
     "WorkerConfig",
+    "host_pid",
     "serve",
 )
 
@@ -44,17 +46,35 @@ __all__ = (
 EXIT_MEMORY: Final = 86
 #: Exit status when the host end of the channel went away.
 EXIT_HOST_GONE: Final = 87
+#: Exit status when the worker's own code (not the program) was refused a system call by its seccomp
+#: allowlist: the list misses a call the worker needs (the host reports this in the run's error).
+EXIT_REFUSED: Final = 88
 
 _RECV_CHUNK: Final = 1 << 16
+_host_pid: int | None = None
+
+
+def host_pid() -> int:
+    """This worker's pid as the host sees it (inside the template's PID namespace ``os.getpid()``
+    differs; ``RunStats.worker_pid`` and the host's process tools use this one)."""
+    return os.getpid() if _host_pid is None else _host_pid
 
 
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
-    """What the template hands a fresh worker: the executor and the optional layers to attempt."""
+    """What the template hands a fresh worker.
+
+    ``layers`` are the optional layers to attempt; ``parent_pid`` is what ``getppid()`` answers while
+    the template lives; ``template`` what the template set up for all its workers; ``pid_pipe`` (in
+    the template's PID namespace) a pipe on which the template writes the worker's pid as the host
+    sees it, which the worker cannot learn otherwise (its uid follows it).
+    """
 
     executor: ModuleType
     layers: frozenset[str]
     parent_pid: int
+    template: _isolate.TemplateIsolation
+    pid_pipe: int | None = None
 
 
 def _encode(frame: dict[str, Any]) -> bytes:
@@ -111,6 +131,8 @@ class _Channel:
             except BlockingIOError:
                 select.select([], [self.sock], [])
                 continue
+            except PermissionError:
+                os._exit(EXIT_REFUSED)
             except OSError:
                 os._exit(EXIT_HOST_GONE)
             view = view[sent:]
@@ -120,6 +142,8 @@ class _Channel:
             size = self.sock.recv_into(self._view)
         except BlockingIOError:
             return
+        except PermissionError:
+            os._exit(EXIT_REFUSED)
         except OSError:
             size = 0
         if not size:
@@ -251,6 +275,8 @@ class _Run:
             if kind == "exception" and _is_memory_error(message):
                 kind = "memory-limit"
                 message = f"{message}\n(the program exceeded its memory budget: memory_bytes)"
+            elif kind == "exception" and _is_refused(message):
+                message = f"{message}\n{_REFUSED_NOTE}"
             return _error(kind, message)
         if not outcome.has_value:
             return _Done({"type": "done", "has_value": False})
@@ -281,7 +307,18 @@ def _is_memory_error(message: str) -> bool:
     return bool(lines) and lines[-1].startswith("MemoryError")
 
 
-async def _serve_runs(channel: _Channel, executor: ModuleType) -> None:
+_REFUSED_NOTE: Final = ("(errno 1, EPERM, in the sandbox: the worker's seccomp filter refuses every system "
+                        "call it does not list; if ordinary code hit this, the allowlist in "
+                        "codemode.sandbox._seccomp misses a call)")
+
+
+def _is_refused(message: str) -> bool:
+    lines = message.strip().splitlines()
+    return bool(lines) and lines[-1].startswith("PermissionError: [Errno 1]")
+
+
+async def _serve_runs(channel: _Channel, executor: ModuleType, *, host_grants: bool) -> None:
+    """Serve runs until a one-shot run ends; ``host_grants``: the host raises a session's hard limits."""
     globals_: dict[str, Any] | None = None
     while True:
         frame = channel.receive()
@@ -289,14 +326,17 @@ async def _serve_runs(channel: _Channel, executor: ModuleType) -> None:
             continue  # (``wake``: the host said a run is coming; reading it woke this CPU)
         limits = frame["limits"]
         persist = frame.get("persist") is True
-        _isolate.set_run_limits(float(limits["cpu_seconds"]), int(limits["memory_bytes"]),
-                                keep_hard=persist)
+        refused = _isolate.set_run_limits(float(limits["cpu_seconds"]), int(limits["memory_bytes"]),
+                                          session=persist, granted=host_grants)
         if persist and globals_ is None:
             globals_ = {}
         run = _Run(channel, frame)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         cpu_before = usage.ru_utime + usage.ru_stime
-        done = await _execute(run, executor, frame, globals_ if persist else None)
+        if refused is not None:
+            done = _error("memory-limit", refused)
+        else:
+            done = await _execute(run, executor, frame, globals_ if persist else None)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         channel.send_bytes(done.encode(round((usage.ru_utime + usage.ru_stime - cpu_before) * 1000.0, 3)))
         if not persist:
@@ -406,25 +446,56 @@ async def _warm_up(executor: ModuleType) -> None:
 
 def serve(channel_fd: int, config: WorkerConfig) -> NoReturn:
     """Run the worker in the current (freshly forked) process; never returns."""
+    global _host_pid
+    filtered = False
     try:
-        _isolate.close_inherited_fds(channel_fd)
+        _host_pid = _read_host_pid(config.pid_pipe)
+        _isolate.close_inherited_fds(channel_fd, config.template.devnull)
         os.environ.clear()
-        layers = _isolate.apply_layers(config.layers, config.parent_pid)
+        layers = _isolate.apply_layers(config.layers, parent_pid=config.parent_pid,
+                                       template=config.template.layers, host_pid=_host_pid)
         sock = socket.socket(fileno=_isolate.CHANNEL_FD)
         sock.setblocking(False)
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        if "seccomp" in config.layers and "no-new-privs" in layers and _isolate.install_seccomp():
+        if ("seccomp" in config.layers and "no-new-privs" in layers
+                and _isolate.install_seccomp(_socket_fds(loop))):
             layers.append("seccomp")
+            filtered = True
         channel = _Channel(sock)
         loop.run_until_complete(_warm_up(config.executor))
         channel.send({"type": "ready", "layers": layers})
-        loop.run_until_complete(_serve_runs(channel, config.executor))
+        grants = config.template.host_grants and "uid" in layers
+        loop.run_until_complete(_serve_runs(channel, config.executor, host_grants=grants))
     except MemoryError:
         os._exit(EXIT_MEMORY)
+    except PermissionError:
+        os._exit(EXIT_REFUSED if filtered else 1)
     except BaseException:
         os._exit(1)
     os._exit(0)
+
+
+def _read_host_pid(pid_pipe: int | None) -> int:
+    """This process's pid as the host sees it: from the template's pipe inside its PID namespace."""
+    if pid_pipe is None:
+        return os.getpid()
+    data = os.read(pid_pipe, 8)
+    os.close(pid_pipe)
+    if len(data) != 8:
+        os._exit(70)  # the template died before it could say
+    return int.from_bytes(data, "little")
+
+
+def _socket_fds(loop: asyncio.AbstractEventLoop) -> tuple[int, ...]:
+    """The descriptors the seccomp filter lets the worker send and receive on: the channel and the
+    event loop's own wake-up socket pair."""
+    fds = {_isolate.CHANNEL_FD}
+    for name in ("_ssock", "_csock"):
+        sock = getattr(loop, name, None)
+        if isinstance(sock, socket.socket):
+            fds.add(sock.fileno())
+    return tuple(sorted(fds))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,13 +9,13 @@ from typing import Any
 
 import anyio
 
-from codemode.sandbox import RunResult, Sandbox, SandboxLimits, ToolCallFailure
+from codemode.sandbox import ISOLATION_LAYERS, RunResult, Sandbox, SandboxLimits, ToolCallFailure
 from codemode.sandbox.lossless import JsonValue
 
 #: The plain-CPython executor: programs run unrestricted inside a real, isolated worker.
 STANDIN = "tests.sandbox._standin"
-FULL_LAYERS = ("process", "empty-env", "tmpdir", "closed-fds", "netns", "uid", "rlimits", "no-new-privs",
-               "seccomp")
+#: Every isolation layer (what a worker on this machine reports: CI runs with all of them).
+FULL_LAYERS = ISOLATION_LAYERS
 FAST = SandboxLimits(wall_seconds=5.0, cpu_seconds=3.0)
 
 

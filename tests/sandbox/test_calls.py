@@ -177,7 +177,7 @@ async def test_at_the_deadline_the_worker_dies_before_a_cooperative_call_settles
         alive_when_told.append(pid_alive(pids[0]))
         return None
 
-    program = "import os\nawait tools.hold(pid=os.getpid())\nreturn 'never'"
+    program = "from codemode.sandbox.worker import host_pid\nawait tools.hold(pid=host_pid())\nreturn 'never'"
     limits = SandboxLimits(wall_seconds=1.0, cpu_seconds=3.0)
     async with Sandbox(executor=STANDIN, warm=1) as standin:  # (plain CPython: it may import os)
         result = await _serve(standin, program, ("hold",), handler, limits)

@@ -39,6 +39,9 @@ from tests.sandbox._support import (
 
 pytestmark = pytest.mark.anyio
 
+#: A plain-CPython program learns its worker's pid as the host sees it (its own pid namespace differs).
+HOST_PID = "from codemode.sandbox.worker import host_pid\n"
+
 
 @pytest.fixture(scope="module")
 async def sandbox() -> AsyncIterator[Sandbox]:
@@ -242,7 +245,7 @@ async def test_a_worker_killed_mid_run_is_a_worker_exit(sandbox: Sandbox) -> Non
         return None
 
     with anyio.fail_after(20):
-        result = await run(sandbox, "import os\nprint('before')\nawait tools.echo({'pid': os.getpid()})",
+        result = await run(sandbox, f"{HOST_PID}print('before')\nawait tools.echo({{'pid': host_pid()}})",
                            call_tool=assassin)
     assert result.error is not None and result.error.kind == "worker-exit"
     assert "SIGKILL" in result.error.message and result.logs == ("before",)
@@ -279,9 +282,10 @@ async def test_a_cancel_signal_aborts_and_kills_the_worker(sandbox: Sandbox, kin
         return None
 
     program = """
-import os, time
+import time
+from codemode.sandbox.worker import host_pid
 print('working')
-await tools.echo({'pid': os.getpid()})
+await tools.echo({'pid': host_pid()})
 while True:
     try:
         time.sleep(1)
@@ -423,8 +427,8 @@ async def test_caller_cancellation_kills_and_reaps_the_worker_then_propagates(sa
 
     with anyio.fail_after(20):
         with anyio.move_on_after(1.0) as scope:
-            await run(sandbox, "import os, time\nawait tools.echo({'pid': os.getpid()})\ntime.sleep(60)",
-                      call_tool=record)
+            program = f"import time\n{HOST_PID}await tools.echo({{'pid': host_pid()}})\ntime.sleep(60)"
+            await run(sandbox, program, call_tool=record)
         assert scope.cancelled_caught
     assert pids and not pid_alive(pids[0])
     assert pids[0] not in sandbox.live_worker_pids

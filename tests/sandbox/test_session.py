@@ -113,7 +113,7 @@ async def test_each_run_of_a_session_gets_the_full_cpu_budget(sandbox: Sandbox) 
     The budget is calibrated from one measured spin, so the test holds on fast and slow machines: each
     run fits the budget, the three together exceed it.
     """
-    spin = "return sum(range(8 * 10**6))"
+    spin = "return sum(range(16 * 10**6))"  # (well over 0.1 s: three must exceed the 0.3 s floor)
     with anyio.fail_after(60):
         probe = await run(sandbox, spin, limits=SandboxLimits(wall_seconds=20.0, cpu_seconds=10.0))
         assert probe.ok and probe.stats.cpu_ms

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codemode.sandbox import ERROR_KINDS, RunResult, Sandbox, SandboxLimits
+from codemode.sandbox._isolate import OPTIONAL_LAYERS
 from codemode.sandbox.lossless import JsonValue
 from codemode.sandbox.protocol import HEADER
 from tests.sandbox._support import STANDIN, echo_tool, run
@@ -32,8 +33,13 @@ FORGED = "FORGED-RESULT"
 
 @pytest.fixture(scope="module")
 async def forged() -> AsyncIterator[Sandbox]:
-    """Workers that run plain CPython: the program fully controls its end of the channel."""
-    async with Sandbox(executor=STANDIN, warm=2) as box:
+    """Workers that run plain CPython: the program fully controls its end of the channel.
+
+    Without the seccomp layer, which would refuse some payloads' own calls (``socket(fileno=3)`` asks
+    the kernel what the socket is, ``fromfd`` duplicates it): here the channel is the attacker's.
+    """
+    layers = OPTIONAL_LAYERS - {"seccomp"}
+    async with Sandbox(executor=STANDIN, warm=2, layers=layers) as box:
         yield box
 
 
