@@ -7,7 +7,8 @@ message):
 
 - host ``{op: spawn, id, layers}`` with one descriptor attached (the worker's end of a fresh
   socketpair): the template makes an empty working directory and forks; the child becomes the worker
-  (:func:`codemode.sandbox.worker.serve`), the template answers ``{op: spawned, id, pid}``;
+  (:func:`codemode.sandbox.worker.serve`), the template answers ``{op: spawned, id, pid}`` (or
+  ``{op: spawned, id, error, errno}`` when the directory, the fork or the channel's descriptor failed);
 - host ``{op: kill, pid}``: SIGKILL to the worker's process group. Only the template reaps, so a pid it
   has not reaped yet cannot have been reused: the kill can never hit a stranger;
 - template ``{op: exited, pid, status, cpu}`` once a worker is reaped (``os.wait4`` status and CPU
@@ -21,6 +22,7 @@ and reaps every worker, removes their directories and exits.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import importlib
 import json
@@ -73,7 +75,7 @@ class _Template:
 
     def handle_control(self) -> bool:
         try:
-            data, fds, _, _ = socket.recv_fds(self.control, _MAX_MESSAGE, 4)
+            data, fds, flags, _ = socket.recv_fds(self.control, _MAX_MESSAGE, 4)
         except InterruptedError:
             return True
         except OSError:
@@ -90,6 +92,9 @@ class _Template:
         if op == "spawn" and len(fds) == 1:
             self.spawn(fds[0], message)
             return True
+        if op == "spawn" and flags & socket.MSG_CTRUNC:  # (the channel was dropped: out of descriptors)
+            self.send({"op": "spawned", "id": message.get("id"), "errno": errno.EMFILE,
+                       "error": "the worker's channel did not arrive (too many open files)"})
         for fd in fds:
             os.close(fd)
         if op == "kill" and type(message.get("pid")) is int:
@@ -104,7 +109,7 @@ class _Template:
             pid = os.fork()
         except OSError as exc:
             os.close(channel)
-            self.send({"op": "spawned", "id": message.get("id"), "error": str(exc)})
+            self.send({"op": "spawned", "id": message.get("id"), "error": str(exc), "errno": exc.errno})
             return
         if pid == 0:  # the worker; never returns
             try:
