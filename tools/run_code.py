@@ -285,7 +285,7 @@ class PythonCodeRuntime:
             outcome: RunResult = await self.sandbox.run(
                 args["code"], tool_names=names, call_tool=CooperativeCallTool(call_tool),
                 limits=self.limits, cancel=ctx.cancel, on_log=on_log, session=session)
-        if isinstance(ctx.agent, Agent) and (outcome.stats.session_restarted or self._health_seq != seen):
+        if (outcome.stats.session_restarted or self._health_seq != seen) and isinstance(ctx.agent, Agent):
             self._log_health(ctx.agent, outcome, seen)
         if self.on_run is not None:
             self.on_run(ctx, outcome)
