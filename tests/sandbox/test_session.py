@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -114,12 +115,17 @@ async def test_a_closed_session_refuses_runs_and_its_worker_is_gone(sandbox: San
 async def test_each_run_of_a_session_gets_the_full_cpu_budget(sandbox: Sandbox) -> None:
     """It measures the CPU budget per run, not per session.
 
-    The budget is calibrated from one measured spin, so the test holds on fast and slow machines: each
-    run fits the budget, the three together exceed it.
+    The budget is calibrated from a measured spin, so the test holds on fast and slow machines: each
+    run fits the budget, the three together exceed it. The spin is first scaled to at least 0.15 s of
+    CPU, so three of them exceed even the least budget the CPU poll can enforce (0.3 s).
     """
-    spin = "return sum(range(8 * 10**6))"
+    loose = SandboxLimits(wall_seconds=20.0, cpu_seconds=10.0)
     with anyio.fail_after(60):
-        probe = await run(sandbox, spin, limits=SandboxLimits(wall_seconds=20.0, cpu_seconds=10.0))
+        first = await run(sandbox, "return sum(range(8 * 10**6))", limits=loose)
+        assert first.ok and first.stats.cpu_ms
+        scale = max(1, math.ceil(150 / first.stats.cpu_ms))
+        spin = f"return sum(range({scale} * 8 * 10**6))"
+        probe = await run(sandbox, spin, limits=loose)
         assert probe.ok and probe.stats.cpu_ms
         budget_s = max(0.3, 1.6 * probe.stats.cpu_ms / 1000)
         limits = SandboxLimits(wall_seconds=30.0, cpu_seconds=budget_s)
