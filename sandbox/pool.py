@@ -395,7 +395,9 @@ class Sandbox:
 
         Never raises for what the program does; raises :class:`SandboxUsageError` for bad arguments
         and :class:`SandboxClosedError` outside the ``async with`` block. An anyio cancellation of
-        the caller kills and reaps the worker, then propagates.
+        the caller kills and reaps the worker, then propagates. The wall-clock budget starts now and
+        covers any wait for a worker; a run that got none fails with ``worker-exit`` (none could be
+        started: the message says why), ``timeout`` (the budget ran out while it waited) or ``aborted``.
         """
         started = time.perf_counter()
         names = _check_arguments(program, tool_names, call_tool, limits, cancel, on_log)
