@@ -4,7 +4,8 @@
 process and returns a ``RunResult``; ``SandboxLimits`` are its budgets; ``SandboxSession`` keeps one
 worker and its globals between runs. Inside the worker the language half (``compile_program``,
 ``run_program``) executes the program. This package imports nothing from ``runtime``, ``sdk`` or
-``tools``.
+``tools``. A sandbox supervises its template (``RestartPolicy``) and reports its health
+(``SandboxHealth``, ``HealthEvent``).
 
 The names are imported on first use (PEP 562): the template process, which runs
 ``python -c "from codemode.sandbox._template import main"``, then loads only what a worker needs (the
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from .errors import SandboxUsageError as SandboxUsageError
     from .errors import SessionClosedError as SessionClosedError
     from .errors import ToolCallFailure as ToolCallFailure
+    from .health import HealthEvent as HealthEvent
+    from .health import RestartPolicy as RestartPolicy
+    from .health import SandboxHealth as SandboxHealth
     from .interpreter import CompiledProgram as CompiledProgram
     from .interpreter import ProgramCompileError as ProgramCompileError
     from .interpreter import ProgramOutcome as ProgramOutcome
@@ -63,6 +67,9 @@ _HOMES: dict[str, str] = {
     "SandboxUsageError": ".errors",
     "SessionClosedError": ".errors",
     "ToolCallFailure": ".errors",
+    "HealthEvent": ".health",
+    "RestartPolicy": ".health",
+    "SandboxHealth": ".health",
     "CompiledProgram": ".interpreter",
     "ProgramCompileError": ".interpreter",
     "ProgramOutcome": ".interpreter",

@@ -421,6 +421,10 @@ def _failure(call_id: int, message: str, code: str) -> dict[str, Any]:
 
 def _classify_exit(worker: WorkerHandle, limits: SandboxLimits) -> tuple[ErrorKind, str]:
     status, cpu = worker.status, worker.cpu_seconds or 0.0
+    if worker.lost is not None:
+        return "worker-exit", (f"the worker died with its sandbox template, which {worker.lost}, before "
+                               "finishing the run; the sandbox replaces the template, so the program can be "
+                               "run again")
     if status is None:
         return "worker-exit", "the worker closed its channel without finishing the run"
     if os.WIFSIGNALED(status):
@@ -465,8 +469,11 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
                       on_log: OnLog | None, persist: bool, started: float,
                       session_restarted: bool = False,
                       retire: Callable[[WorkerHandle], bool] | None = None,
-                      cpu_watch: CpuWatch | None = None) -> RunResult:
+                      cpu_watch: CpuWatch | None = None, deadline: float | None = None) -> RunResult:
     """Run ``program`` on ``worker`` and return its result.
+
+    ``deadline`` (anyio clock) is when the run's wall-clock budget ends, if it began before the worker
+    was had (the wait for a worker counts); by default the budget starts now.
 
     The worker is killed and reaped unless it is a session worker (``persist``) that sent ``done``.
     A one-shot worker that sent ``done`` exits by itself; it is handed to ``retire`` (the sandbox's
@@ -480,7 +487,9 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
         # The run frame goes out first, so the worker starts on the program while the host sets up its
         # side; only a frame too big for the socket buffer waits, within the deadline, for the rest.
         rest = state.send_now(memoryview(run_frame(program, tool_names, persist, limits)))
-        with anyio.CancelScope(deadline=anyio.current_time() + limits.wall_seconds) as scope:
+        if deadline is None:
+            deadline = anyio.current_time() + limits.wall_seconds
+        with anyio.CancelScope(deadline=deadline) as scope:
             if rest:
                 await state.send_rest(rest)
             if cpu_watch is not None:

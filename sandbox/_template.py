@@ -10,7 +10,8 @@ one JSON object per message):
 - host ``{op: spawn, id, layers}`` with one descriptor attached (the worker's end of a fresh
   socketpair): the template forks (without the empty root, it first makes an empty working directory);
   the child becomes the worker (:func:`codemode.sandbox.worker.serve`), the template answers
-  ``{op: spawned, id, pid}``;
+  ``{op: spawned, id, pid}`` (or ``{op: spawned, id, error, errno}`` when the directory, the fork or
+  the channel's descriptor failed);
 - host ``{op: kill, pid}``: SIGKILL to the worker's process group. Only the template reaps, so a pid it
   has not reaped yet cannot have been reused: the kill can never hit a stranger;
 - template ``{op: exited, pid, status, cpu}`` once a worker is reaped (``os.wait4`` status and CPU
@@ -30,6 +31,7 @@ check statically that each lazy import of the allowed modules is preloaded).
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import importlib
 import json
@@ -89,7 +91,7 @@ class _Template:
 
     def handle_control(self) -> bool:
         try:
-            data, fds, _, _ = socket.recv_fds(self.control, _MAX_MESSAGE, 4)
+            data, fds, flags, _ = socket.recv_fds(self.control, _MAX_MESSAGE, 4)
         except InterruptedError:
             return True
         except OSError:
@@ -106,6 +108,9 @@ class _Template:
         if op == "spawn" and len(fds) == 1:
             self.spawn(fds[0], message)
             return True
+        if op == "spawn" and flags & socket.MSG_CTRUNC:  # (the channel was dropped: out of descriptors)
+            self.send({"op": "spawned", "id": message.get("id"), "errno": errno.EMFILE,
+                       "error": "the worker's channel did not arrive (too many open files)"})
         for fd in fds:
             os.close(fd)
         if op == "kill" and type(message.get("pid")) is int:
@@ -130,7 +135,7 @@ class _Template:
                 os.close(fd)
             if workdir is not None:
                 shutil.rmtree(workdir, ignore_errors=True)
-            self.send({"op": "spawned", "id": message.get("id"), "error": str(exc)})
+            self.send({"op": "spawned", "id": message.get("id"), "error": str(exc), "errno": exc.errno})
             return
         if pid == 0:  # the worker; never returns
             try:

@@ -6,19 +6,27 @@ events. :class:`WorkerHandle` is the host's view of one worker: its pid, the hos
 and, once the template has reaped it, its wait status and CPU time. Killing goes through the template (which
 alone reaps, so the pid cannot have been reused); if the template itself is gone the host signals the group
 directly.
+
+A template that dies or stops answering is *lost*: every worker it forked is killed with it and marked
+exited (its runs end with kind ``worker-exit``), and its listener (the supervisor in
+:mod:`codemode.sandbox._supply`) is told, so it can start a replacement. An ``OSError`` met while starting a
+worker (descriptors, memory or processes ran out) becomes a :class:`SandboxStartError` that says what ran
+out (:func:`describe_os_error`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
 import sys
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 import anyio.abc
@@ -33,8 +41,13 @@ if TYPE_CHECKING:
 
 __all__ = (
     "DEFAULT_EXECUTOR",
+    "HOST",
+    "TEMPLATE",
+    "TemplateGone",
+    "TemplateListener",
     "TemplateProcess",
     "WorkerHandle",
+    "describe_os_error",
 )
 
 DEFAULT_EXECUTOR: Final = "codemode.sandbox.interpreter"
@@ -65,6 +78,53 @@ main(sys.argv[1:3] + sys.argv[5:6])
 """
 
 
+class TemplateGone(SandboxStartError):
+    """The template went away before it answered a request to start a worker (its replacement may)."""
+
+
+class TemplateListener(Protocol):
+    """What a template tells its supervisor (every call is made synchronously, from the event loop)."""
+
+    def worker_exited(self, worker: WorkerHandle) -> None: ...
+
+    def template_gone(self, template: TemplateProcess) -> None: ...
+
+    def request_sent(self, template: TemplateProcess) -> None: ...
+
+    def template_proven(self, template: TemplateProcess) -> None: ...
+
+
+#: What ran out, by errno, for an OSError met while starting a worker ({who}: HOST or TEMPLATE).
+_RAN_OUT: Final = {
+    errno.EMFILE: "{who} ran out of file descriptors (EMFILE: its open-file limit{limit} is reached)",
+    errno.ENFILE: "the system ran out of file descriptors (ENFILE: the system-wide open-file table is full)",
+    errno.ENOMEM: "{who} ran out of memory (ENOMEM)",
+    errno.EAGAIN: "{who} reached its process limit (EAGAIN: RLIMIT_NPROC or the cgroup's pids.max)",
+    errno.ENOSPC: "the temporary directory's file system is full (ENOSPC)",
+    errno.EDQUOT: "the temporary directory's disk quota is exhausted (EDQUOT)",
+    errno.ENOBUFS: "the kernel ran out of socket buffers (ENOBUFS)",
+}
+
+
+HOST: Final = "the host process"
+TEMPLATE: Final = "the sandbox template"
+
+
+def describe_os_error(number: int | None, text: str, who: str) -> str:
+    """What an OSError met while starting a worker means, for the run's error message.
+
+    ``who`` is :data:`HOST` or :data:`TEMPLATE`; the result names the resource that ran out
+    when the errno says so (descriptors, memory, processes, disk), else the error as it came.
+    """
+    template = _RAN_OUT.get(number) if number is not None else None
+    if template is None:
+        return f"{who} could not start a worker: {text}"
+    limit = ""
+    if number == errno.EMFILE and who == HOST:
+        limit = f" of {resource.getrlimit(resource.RLIMIT_NOFILE)[0]} (RLIMIT_NOFILE)"
+    return template.format(who=who, limit=limit)
+
+
 def _package_dirs() -> str:
     """``[[name, directory], ...]`` of this package and its parent, for the template's bootstrap."""
     sandbox = sys.modules[__package__ or "codemode.sandbox"]
@@ -86,6 +146,8 @@ class WorkerHandle:
         self.status: int | None = None
         self.cpu_seconds: float | None = None
         self.killed = False
+        #: What happened to the template the worker died with (``died``, ...), else None.
+        self.lost: str | None = None
         self._cpu_mark: float | None = None
         #: The reader of the run in progress; closed before the channel is (see close_channel).
         self.reader: FrameReader | None = None
@@ -115,6 +177,19 @@ class WorkerHandle:
         self.status = status
         self.cpu_seconds = cpu
         self.exited.set()
+        listener = self.template.listener
+        if listener is not None:
+            listener.worker_exited(self)
+
+    def channel_open(self) -> bool:
+        """False when the worker's end of the channel is closed (it died, even if not yet reaped)."""
+        try:
+            data = self.channel.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        return bool(data)
 
     def wake(self) -> bool:
         """Send the ``wake`` frame without waiting; False if it went out only in part.
@@ -198,10 +273,18 @@ class WorkerHandle:
 
 
 class TemplateProcess:
-    """The running template and its control socket."""
+    """The running template and its control socket.
 
-    def __init__(self, executor: str = DEFAULT_EXECUTOR, layers: Iterable[str] | None = None) -> None:
+    ``listener`` (optional) hears of worker exits, the template's loss, requests sent and the template's
+    first ready worker (its proof of health). Spawn requests not answered yet are kept with the time they
+    were sent (:attr:`oldest_request`), even when their caller stopped waiting, so a watchdog can tell a
+    hung template from a busy one. ``layers`` are the template-level layers to attempt (``None``: all).
+    """
+
+    def __init__(self, executor: str = DEFAULT_EXECUTOR, layers: Iterable[str] | None = None,
+                 listener: TemplateListener | None = None) -> None:
         self.executor = executor
+        self.listener = listener
         #: The template-level layers to attempt (``None``: all of them).
         self.template_layers = None if layers is None else sorted(layers)
         #: Layers every worker must report; one without them is killed and its spawn fails.
@@ -209,9 +292,15 @@ class TemplateProcess:
         self.process: anyio.abc.Process | None = None
         self.control: socket.socket | None = None
         self.pid: int | None = None
+        #: True once a worker it forked got ready (a template that never did is a failed start).
+        self.proven = False
+        #: Why the template was lost (None while it serves).
+        self.lost: str | None = None
         self._workers: dict[int, WorkerHandle] = {}
         self._open_channels: set[WorkerHandle] = set()
         self._spawns: dict[int, tuple[anyio.Event, list[Any]]] = {}
+        #: Spawn requests sent and not answered yet: id -> when sent (anyio clock).
+        self._requests: dict[int, float] = {}
         self._next_spawn = 0
         self._send_lock = anyio.Lock()
         self._closed = False
@@ -226,9 +315,42 @@ class TemplateProcess:
         """Workers that have not been reaped yet."""
         return [w for w in self._workers.values() if not w.exited.is_set()]
 
+    @property
+    def live_count(self) -> int:
+        """How many workers have not been reaped yet (cheap)."""
+        return len(self._workers)
+
+    @property
+    def oldest_request(self) -> float | None:
+        """When the oldest unanswered spawn request was sent (anyio clock), or None."""
+        return next(iter(self._requests.values()), None)
+
+    def answer_waiting(self) -> bool:
+        """True if a message from the template waits unread (the host, not the template, was slow)."""
+        control = self.control
+        if control is None or self._closed:
+            return False
+        try:
+            return bool(control.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except OSError:
+            return False
+
+    @property
+    def returncode(self) -> int | None:
+        """The template process's exit status once reaped (negative: killed by that signal)."""
+        return None if self.process is None else self.process.returncode
+
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
-        """Start the template and wait for its hello; raise SandboxStartError on any failure."""
-        host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        """Start the template and wait for its hello; raise SandboxStartError on any failure.
+
+        The template gets a session (and process group) of its own, so a hung one can be killed as a
+        group without touching the host; its workers make their own. Cancelled, it kills what it started.
+        """
+        try:
+            host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        except OSError as exc:
+            raise SandboxStartError("cannot start the sandbox template: "
+                                    + describe_os_error(exc.errno, str(exc), HOST)) from None
         try:
             command = [sys.executable, "-I", "-c", _BOOTSTRAP, str(child_end.fileno()), self.executor,
                        json.dumps([p for p in sys.path if isinstance(p, str)]), _package_dirs()]
@@ -236,25 +358,33 @@ class TemplateProcess:
                 command.append(json.dumps(self.template_layers))
             self.process = await anyio.open_process(
                 command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, pass_fds=(child_end.fileno(),), env={}, cwd="/")
+                stderr=subprocess.DEVNULL, pass_fds=(child_end.fileno(),), env={}, cwd="/",
+                start_new_session=True)
         except OSError as exc:
             host_end.close()
-            raise SandboxStartError(f"cannot start the sandbox template: {exc}") from exc
+            raise SandboxStartError("cannot start the sandbox template: "
+                                    + describe_os_error(exc.errno, str(exc), HOST)) from exc
+        except BaseException:
+            host_end.close()
+            raise
         finally:
             child_end.close()
         host_end.setblocking(False)
         self.control = host_end
-        with anyio.move_on_after(_START_TIMEOUT):
-            hello = await self._receive()
-            if hello is None or "error" in hello or type(hello.get("pid")) is not int:
-                detail = hello.get("error") if hello else "it exited"
-                await self.aclose()
-                raise SandboxStartError(f"the sandbox template failed to start: {detail}")
-            self.pid = hello["pid"]
-            task_group.start_soon(self._read_loop)
-            return
-        await self.aclose()
-        raise SandboxStartError(f"the sandbox template did not start within {_START_TIMEOUT:g} s")
+        try:
+            with anyio.move_on_after(_START_TIMEOUT):
+                hello = await self._receive()
+                if hello is None or "error" in hello or type(hello.get("pid")) is not int:
+                    detail = hello.get("error") if hello else "it exited"
+                    raise SandboxStartError(f"the sandbox template failed to start: {detail}")
+                self.pid = hello["pid"]
+                task_group.start_soon(self._read_loop)
+                return
+            raise SandboxStartError(f"the sandbox template did not start within {_START_TIMEOUT:g} s")
+        except BaseException:
+            self.kill_process()
+            await self.aclose()
+            raise
 
     async def _receive(self) -> dict[str, Any] | None:
         assert self.control is not None
@@ -282,48 +412,88 @@ class TemplateProcess:
         while True:
             message = await self._receive()
             if message is None:
-                self._template_gone()
+                self.gone("died")
                 return
             op = message.get("op")
             if op == "spawned":
-                waiter = self._spawns.pop(message.get("id"), None)  # type: ignore[arg-type]
+                spawn_id = message.get("id")
+                self._requests.pop(spawn_id, None)  # type: ignore[arg-type]
+                waiter = self._spawns.pop(spawn_id, None)  # type: ignore[arg-type]
                 if waiter is not None:
                     waiter[1].append(message)
                     waiter[0].set()
+                # (else its caller stopped waiting and closed the channel: the worker exits on its own)
             elif op == "exited":
                 handle = self._workers.pop(message.get("pid"), None)  # type: ignore[arg-type]
                 if handle is not None:
                     handle._set_exited(int(message.get("status", 0)), float(message.get("cpu", 0.0)))
 
-    def _template_gone(self) -> None:
-        """The control socket closed: the template died. Kill what it leaves behind, fail waiters."""
+    def gone(self, reason: str) -> None:
+        """The template is lost (it died, or was killed for hanging): kill what it leaves behind, fail
+        waiters, mark its workers exited with ``lost`` set, tell the listener (idempotent)."""
+        if self.lost is not None:
+            return
+        self.lost = reason
         self._closed = True
-        for handle in list(self._workers.values()):
+        self._requests.clear()
+        if self.listener is not None:
+            self.listener.template_gone(self)
+        handles = list(self._workers.values())
+        self._workers.clear()
+        for handle in handles:
+            handle.lost = reason
             with contextlib.suppress(OSError):
                 os.killpg(handle.pid, signal.SIGKILL)
             handle._set_exited(signal.SIGKILL, 0.0)
-        self._workers.clear()
         for event, _ in self._spawns.values():
             event.set()
         self._spawns.clear()
 
+    def kill_process(self) -> None:
+        """SIGKILL the template's process group (it has one of its own; its workers die with it)."""
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except OSError:
+            with contextlib.suppress(OSError):
+                process.kill()
+
+    def retire(self, reason: str) -> None:
+        """Kill a template that stopped answering and mark it lost with ``reason``."""
+        self.kill_process()
+        self.gone(reason)
+
     async def _send(self, message: dict[str, Any], fds: Iterable[int] = ()) -> None:
         if self.control is None or self._closed:
-            raise SandboxStartError("the sandbox template is not running")
+            raise TemplateGone("the sandbox template is not running")
         data = json.dumps(message).encode()
         async with self._send_lock:
             while True:
                 try:
                     socket.send_fds(self.control, [data], list(fds))
                     return
-                except BlockingIOError:
-                    await anyio.wait_writable(self.control)
+                except BlockingIOError:  # (a stopped template's queue is full: its loss ends the wait)
+                    try:
+                        await anyio.wait_writable(self.control)
+                    except anyio.ClosedResourceError:
+                        raise TemplateGone(f"the sandbox template {self.lost or 'is gone'}") from None
                 except OSError as exc:
-                    raise SandboxStartError(f"the sandbox template is gone: {exc}") from None
+                    if exc.errno in _RAN_OUT:
+                        raise SandboxStartError(describe_os_error(exc.errno, str(exc), HOST)) from None
+                    raise TemplateGone(f"the sandbox template is gone: {exc}") from None
 
     async def spawn(self, layers: frozenset[str]) -> WorkerHandle:
-        """Fork a new worker and wait for its ``ready`` frame."""
-        host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        """Fork a new worker and wait for its ``ready`` frame.
+
+        Raises :class:`TemplateGone` if the template is lost before it answers, and
+        :class:`SandboxStartError` (saying what ran out) for any other failure.
+        """
+        try:
+            host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError as exc:
+            raise SandboxStartError(describe_os_error(exc.errno, str(exc), HOST)) from None
         spawn_id = self._next_spawn
         self._next_spawn += 1
         event = anyio.Event()
@@ -338,16 +508,24 @@ class TemplateProcess:
             raise
         finally:
             child_end.close()
+        if spawn_id in self._spawns:  # (not already answered, nor failed by the template's loss)
+            self._requests[spawn_id] = anyio.current_time()
+            if len(self._requests) == 1 and self.listener is not None:
+                self.listener.request_sent(self)
         try:
             await event.wait()
         except BaseException:
-            self._spawns.pop(spawn_id, None)
+            self._spawns.pop(spawn_id, None)  # (the request stays outstanding until it is answered)
             host_end.close()
             raise
-        if not box or type(box[0].get("pid")) is not int:
+        if not box:
             host_end.close()
-            detail = box[0].get("error") if box else "the template is gone"
-            raise SandboxStartError(f"cannot fork a worker: {detail}")
+            raise TemplateGone(f"the sandbox template {self.lost or 'is gone'}")
+        if type(box[0].get("pid")) is not int:
+            host_end.close()
+            number = box[0].get("errno")
+            raise SandboxStartError(describe_os_error(number if type(number) is int else None,
+                                                      str(box[0].get("error")), TEMPLATE))
         host_end.setblocking(False)
         handle = WorkerHandle(self, box[0]["pid"], host_end)
         self._workers[handle.pid] = handle
@@ -358,7 +536,13 @@ class TemplateProcess:
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await handle.kill_and_reap()
+            if handle.lost is not None:
+                raise TemplateGone(f"the sandbox template {handle.lost}") from None
             raise
+        if not self.proven:
+            self.proven = True
+            if self.listener is not None:
+                self.listener.template_proven(self)
         return handle
 
     async def kill(self, pid: int) -> None:
@@ -375,17 +559,21 @@ class TemplateProcess:
         """True once :meth:`aclose` has begun (or the template is gone): exits are no longer reported."""
         return self._closed or not self.running
 
-    async def aclose(self) -> None:
-        """Close the control socket (the template kills and reaps every worker) and reap the template."""
+    async def aclose(self, *, close_channels: bool = True) -> None:
+        """Close the control socket (the template kills and reaps every worker) and reap the template.
+
+        ``close_channels=False`` leaves the workers' channels to their owners (a run may still read
+        what its worker sent before it died); used when a lost template is retired.
+        """
         self._closed = True
         if self.control is not None:
             with contextlib.suppress(OSError):
                 self.control.shutdown(socket.SHUT_RDWR)
             _notify_closing(self.control)
             self.control.close()
-        self._closed = True
-        for handle in list(self._open_channels):
-            handle.close_channel()
+        if close_channels:
+            for handle in list(self._open_channels):
+                handle.close_channel()
         process = self.process
         if process is None:
             return
@@ -393,8 +581,7 @@ class TemplateProcess:
             with anyio.move_on_after(10):
                 await process.wait()
             if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
+                self.kill_process()
                 await process.wait()
             await process.aclose()
         sweep_workdirs(owner=process.pid)  # in case the template died without removing them

@@ -6,6 +6,16 @@ one-shot run takes a fresh worker, which exits after its ``done`` frame; nothing
 to the next. Runs are concurrency-safe: every run has its own worker. A persistent session
 (:meth:`Sandbox.open_session`) keeps one worker and its globals between runs.
 
+At most ``max_workers`` workers live at once (warm, running, in a session or exiting); a run that needs a
+new worker beyond that waits for one to exit. Every wait for a worker - for a free slot, a fork, or a
+template being replaced - counts against the run's own wall-clock budget, and a run whose budget runs out
+while it waits fails with kind ``timeout`` and a message saying what it waited for.
+
+Workers come from a :class:`~codemode.sandbox._supply.WorkerSupply`: a supervised template that is replaced
+when it dies or hangs (see :mod:`codemode.sandbox.health` for the restart policy and its breaker).
+:meth:`Sandbox.health` reports restarts, failures and the supply level; :meth:`Sandbox.on_health` observers
+hear of each change.
+
 Leaving the sandbox closes its sessions, kills every worker (the template reaps them and removes their
 working directories) and reaps the template.
 """
@@ -13,9 +23,8 @@ working directories) and reaps the template.
 from __future__ import annotations
 
 import contextlib
-import socket
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Final, Literal
 
@@ -24,16 +33,25 @@ import anyio.abc
 
 from ._isolate import BASE_LAYERS, OPTIONAL_LAYERS, TEMPLATE_LAYERS
 from ._run import CallTool, CancelLike, CpuWatch, OnLog, execute_run
+from ._supply import BreakerOpen, TemplateSupervisor, WorkerSupply, WorkerUnavailable
 from .calls import CooperativeCallTool
 from .errors import SandboxClosedError, SandboxStartError, SandboxUsageError
-from .host import DEFAULT_EXECUTOR, TemplateProcess, WorkerHandle
+from .health import HealthEvent, HealthEventKind, RestartPolicy, SandboxHealth
+from .host import DEFAULT_EXECUTOR, WorkerHandle
 from .limits import DEFAULT_LIMITS, SandboxLimits
-from .results import ErrorKind, RunError, RunResult, RunStats
-from .session import SandboxSession
+from .results import RunResult
+from .session import SandboxSession, died_unseen, failed_result
 
-__all__ = ("Sandbox",)
+__all__ = ("DEFAULT_MAX_WORKERS", "HealthObserver", "Sandbox")
+
+#: Live workers per sandbox unless told otherwise: bounds the workers' memory at 16 x ``memory_bytes``
+#: (4 GiB at the default budget) while leaving room for runs that mostly wait on their tools.
+DEFAULT_MAX_WORKERS: Final = 16
+
+HealthObserver = Callable[[HealthEvent], object]
 
 _RESPAWN_PAUSE: Final = 0.05
+_RESPAWN_MAX_PAUSE: Final = 1.0
 _RETIRE_GRACE: Final = 0.25
 _REFILL_SETTLE: Final = 0.01
 
@@ -42,7 +60,8 @@ class Sandbox:
     """Runs programs in isolated, resource-limited worker processes.
 
     ``limits`` are the default budgets of every run (a run may pass its own). ``warm`` workers are kept
-    forked and ready. ``executor`` names the module the workers run programs with (it must define
+    forked and ready; at most ``max_workers`` live at once (callers beyond wait, within their wall-clock
+    budget). ``executor`` names the module the workers run programs with (it must define
     ``compile_program`` and ``run_program``; the default is :mod:`codemode.sandbox.interpreter`). ``layers``
     restricts the optional isolation layers to attempt (default: all of them, see
     :data:`~codemode.sandbox.ISOLATION_LAYERS`); the layers actually active are reported per run
@@ -50,27 +69,48 @@ class Sandbox:
     every layer attempted: the sandbox then fails closed, with :class:`SandboxIsolationError` naming
     what is missing, when it starts (its first worker is checked before ``async with`` enters) and,
     should a later worker come up without one, in the run that needed it (kind ``worker-exit``).
+    ``restart_policy`` says how a template that died or hung is replaced
+    (:class:`~codemode.sandbox.RestartPolicy`).
     """
 
     def __init__(self, limits: SandboxLimits | None = None, *, warm: int = 2,
-                 executor: str = DEFAULT_EXECUTOR, layers: Iterable[str] | None = None,
-                 require: Iterable[str] | Literal["all"] | None = None) -> None:
+                 max_workers: int = DEFAULT_MAX_WORKERS, executor: str = DEFAULT_EXECUTOR,
+                 layers: Iterable[str] | None = None,
+                 require: Iterable[str] | Literal["all"] | None = None,
+                 restart_policy: RestartPolicy | None = None) -> None:
         if limits is not None and not isinstance(limits, SandboxLimits):
             raise SandboxUsageError("limits must be a SandboxLimits value")
         if type(warm) is not int or warm < 0:
             raise SandboxUsageError("warm must be a non-negative int")
+        if type(max_workers) is not int or max_workers < 1:
+            raise SandboxUsageError("max_workers must be an int >= 1")
+        if warm > max_workers:
+            raise SandboxUsageError(f"warm ({warm}) must not exceed max_workers ({max_workers})")
+        if restart_policy is not None and not isinstance(restart_policy, RestartPolicy):
+            raise SandboxUsageError("restart_policy must be a RestartPolicy value")
         chosen = OPTIONAL_LAYERS if layers is None else frozenset(layers)
         if unknown := sorted(chosen - OPTIONAL_LAYERS):
             raise SandboxUsageError(f"unknown isolation layers {unknown}; known: {sorted(OPTIONAL_LAYERS)}")
         self.limits = limits or DEFAULT_LIMITS
         self._warm = warm
+        self._max_workers = max_workers
         self._layers = chosen
-        self._template = TemplateProcess(executor, chosen & TEMPLATE_LAYERS)
-        self._template.required = _required_layers(require, chosen)
+        self._required = _required_layers(require, chosen)
+        self._supply: WorkerSupply = TemplateSupervisor(
+            executor, restart_policy or RestartPolicy(), on_worker_exit=self._worker_exited,
+            on_event=self._emit, template_layers=chosen & TEMPLATE_LAYERS, required=self._required)
         self._ready: list[WorkerHandle] = []
         self._starting = 0
+        #: Workers being started (by the refill or by runs): counted against max_workers.
+        self._reserved = 0
+        #: Runs waiting for a worker (the refill leaves new workers to them).
+        self._waiting = 0
         self._need = anyio.Event()
         self._supplied = anyio.Event()
+        #: Set when a worker exits, gets ready or fails to start; made anew only while someone waits.
+        self._changed = anyio.Event()
+        self._blocked = 0
+        self._observers: list[HealthObserver] = []
         self._active = 0
         #: Set when the last run in flight ends; made by the refill only when it has to wait for that.
         self._quiet: anyio.Event | None = None
@@ -89,17 +129,17 @@ class Sandbox:
         self._stack = stack
         self._task_group = await stack.enter_async_context(anyio.create_task_group())
         try:
-            await self._template.start(self._task_group)
+            await self._supply.start(self._task_group)
         except BaseException:
             self._task_group.cancel_scope.cancel()
             await stack.aclose()
             raise
-        if self._template.required:  # fail closed now, not at the first run
+        if self._required:  # fail closed now, not at the first run
             try:
-                self._ready.append(await self._template.spawn(self._layers))
+                self._ready.append(await self._supply.spawn(self._layers))
             except BaseException:
                 with anyio.CancelScope(shield=True):
-                    await self._template.aclose()
+                    await self._supply.aclose()
                 self._task_group.cancel_scope.cancel()
                 await stack.aclose()
                 raise
@@ -123,27 +163,85 @@ class Sandbox:
         with anyio.CancelScope(shield=True):
             for session in list(self._sessions):
                 await session.aclose()
-            for worker in self._ready:
+            ready, self._ready = self._ready, []
+            for worker in ready:
                 await worker.kill()
-            self._ready.clear()
-            for worker in self._template.live_workers:
+            for worker in self._supply.live_workers:
                 await worker.kill()
-            await self._template.aclose()
+            await self._supply.aclose()
         assert self._task_group is not None
         self._task_group.cancel_scope.cancel()
         await self._stack.aclose()
 
     @property
     def template_pid(self) -> int | None:
-        """Pid of the template process (None before the sandbox is entered)."""
-        return self._template.pid
+        """Pid of the serving template (None before the sandbox is entered and while it is replaced)."""
+        return self._supply.template_pid
 
     @property
     def live_worker_pids(self) -> list[int]:
         """Pids of workers not yet reaped (warm, running or in a session)."""
-        return [worker.pid for worker in self._template.live_workers]
+        return [worker.pid for worker in self._supply.live_workers]
+
+    # --- health ------------------------------------------------------------------------------
+    def health(self) -> SandboxHealth:
+        """A snapshot of the supply: breaker, restarts, failures, warm and live workers, waiting runs."""
+        status = self._supply.status()
+        return SandboxHealth(
+            breaker=status.breaker, template_pid=status.template_pid, template_restarts=status.restarts,
+            template_failures=status.failures, spawn_failures=status.spawn_failures, warm=len(self._ready),
+            warm_target=self._warm, live_workers=self._supply.live_count, max_workers=self._max_workers,
+            waiting=self._waiting, last_error=status.last_error, retry_at=status.retry_at)
+
+    def on_health(self, observer: HealthObserver) -> Callable[[], None]:
+        """Call ``observer(event)`` for each :class:`~codemode.sandbox.HealthEvent`; returns its disposer.
+
+        Observers are called synchronously from the sandbox's own tasks: they must not block (append to
+        a log, print a line). One that raises is ignored.
+        """
+        if not callable(observer):
+            raise SandboxUsageError("observer must be callable")
+        self._observers.append(observer)
+
+        def dispose() -> None:
+            with contextlib.suppress(ValueError):
+                self._observers.remove(observer)
+
+        return dispose
+
+    def _emit(self, kind: HealthEventKind, message: str) -> None:
+        if not self._observers:
+            return
+        event = HealthEvent(kind, message, self.health())
+        for observer in list(self._observers):
+            with contextlib.suppress(Exception):  # an observer failing must not stop the supervision
+                observer(event)
 
     # --- the warm supply ---------------------------------------------------------------------
+    def _live(self) -> int:
+        return self._supply.live_count + self._reserved
+
+    def _notify(self) -> None:
+        """Wake whoever waits for a slot or a ready worker (cheap when nobody does)."""
+        if self._blocked:
+            changed, self._changed = self._changed, anyio.Event()
+            changed.set()
+
+    async def _wait_change(self) -> None:
+        self._blocked += 1
+        try:
+            await self._changed.wait()
+        finally:
+            self._blocked -= 1
+
+    def _worker_exited(self, worker: WorkerHandle) -> None:
+        """A worker was reaped (or died with its template): free its slot, drop it if it was warm."""
+        if worker in self._ready:  # died while warm: replace it now rather than at the next run
+            self._ready.remove(worker)
+            worker.close_channel()
+            self._need.set()
+        self._notify()
+
     async def _refill(self) -> None:
         """Keep ``warm`` workers ready; fork replacements while no run is in flight.
 
@@ -151,10 +249,12 @@ class Sandbox:
         flight would steal that CPU from the run. So replacements wait until no run has been in flight
         for :data:`_REFILL_SETTLE` (whoever awaited the last run gets to use its result first: the
         template's fork would otherwise preempt it), unless the supply is empty (then the next run
-        would have to wait for a fork anyway).
+        would have to wait for a fork anyway). Runs waiting for a worker go first, and the refill never
+        takes the workers over ``max_workers``; failed starts are retried after a growing pause.
         """
+        failures = 0
         while self._open:
-            while self._open and len(self._ready) + self._starting < self._warm:
+            while self._open and len(self._ready) + self._starting < self._warm and not self._waiting:
                 if self._ready:
                     if self._active:
                         if self._quiet is None:
@@ -165,19 +265,32 @@ class Sandbox:
                     if settle > 0:
                         await anyio.sleep(settle)
                         continue
-                self._starting += 1
-                try:
-                    worker = await self._template.spawn(self._layers)
-                except SandboxStartError:
-                    if not self._template.running:
-                        return  # runs will report that no worker could be started
-                    await anyio.sleep(_RESPAWN_PAUSE)
+                if self._live() >= self._max_workers:
+                    await self._wait_change()
                     continue
+                self._starting += 1
+                self._reserved += 1
+                failure: SandboxStartError | None = None
+                try:
+                    worker = await self._supply.spawn(self._layers)
+                except SandboxStartError as exc:
+                    failure = exc
                 finally:
                     self._starting -= 1
+                    self._reserved -= 1
+                if failure is not None:
+                    self._notify()
+                    if isinstance(failure, BreakerOpen):
+                        await self._supply.wait_changed()  # (the breaker's next attempt)
+                    else:
+                        failures += 1
+                        await anyio.sleep(min(_RESPAWN_PAUSE * 2 ** (failures - 1), _RESPAWN_MAX_PAUSE))
+                    continue
+                failures = 0
                 self._ready.append(worker)
                 self._supplied.set()
                 self._supplied = anyio.Event()
+                self._notify()
             await self._need.wait()
             self._need = anyio.Event()
 
@@ -219,17 +332,66 @@ class Sandbox:
             if not self._retire(worker):
                 worker.close_channel()
 
-    async def _acquire(self) -> WorkerHandle:
+    async def _acquire(self, limits: SandboxLimits, deadline: float, fresh: bool = False,
+                       cancel: CancelLike | None = None) -> WorkerHandle:
+        """A worker for one run: a warm one, else a fresh one within ``deadline`` (anyio clock).
+
+        ``fresh`` skips the warm ones (a retry after a warm worker died unseen). Raises
+        :class:`WorkerUnavailable` when no worker can be had: ``worker-exit`` (it could not be started:
+        the message says why), ``timeout`` (the deadline passed while waiting) or ``aborted``.
+        """
         if not self._open:
             raise SandboxClosedError("the sandbox is closed; use it inside 'async with Sandbox()'")
         self._need.set()
-        while self._ready:
-            worker = self._ready.pop(0)
-            if worker.alive and _channel_open(worker):
-                return worker
-            await worker.kill()  # died while warm (the template may not have reported it yet)
-            worker.close_channel()
-        return await self._template.spawn(self._layers)
+        if not fresh:
+            while self._ready:
+                worker = self._ready.pop(0)
+                if worker.alive and worker.channel_open():
+                    return worker
+                await worker.kill()  # died while warm (the template may not have reported it yet)
+                worker.close_channel()
+        self._waiting += 1
+        try:
+            got = await _within(deadline, cancel, self._wait_for_worker, fresh)
+            if got is not None:
+                return got
+            if cancel is not None and cancel.cancelled:
+                raise WorkerUnavailable("aborted", "the run was cancelled while it waited for a worker")
+            raise WorkerUnavailable("timeout", self._waited_too_long(limits))
+        finally:
+            self._waiting -= 1
+            self._need.set()
+
+    async def _wait_for_worker(self, fresh: bool) -> WorkerHandle:
+        while True:
+            if not self._open:
+                raise SandboxClosedError("the sandbox was closed while a run waited for a worker")
+            if self._ready and not fresh:
+                worker = self._ready.pop(0)
+                if worker.alive and worker.channel_open():
+                    return worker
+                await worker.kill()
+                worker.close_channel()
+                continue
+            if self._live() < self._max_workers:
+                self._reserved += 1
+                try:
+                    return await self._supply.spawn(self._layers)
+                except SandboxStartError as exc:
+                    raise WorkerUnavailable("worker-exit", f"no worker could be started: {exc.message}") \
+                        from None
+                finally:
+                    self._reserved -= 1
+                    self._notify()
+            await self._wait_change()
+
+    def _waited_too_long(self, limits: SandboxLimits) -> str:
+        reason = self._supply.wait_reason()
+        if reason is None and self._live() >= self._max_workers:
+            reason = (f"all {self._max_workers} workers the sandbox may run at once were busy (max_workers; "
+                      "persistent sessions keep theirs)")
+        return (f"the run's wall-clock budget of {limits.wall_seconds:g} s (wall_seconds) ran out while it "
+                f"waited for a worker ({reason or 'no worker was started in time'}); the program did not run")
 
     # --- runs ------------------------------------------------------------------------------
     def open_session(self, limits: SandboxLimits | None = None) -> SandboxSession:
@@ -250,7 +412,9 @@ class Sandbox:
 
         Never raises for what the program does; raises :class:`SandboxUsageError` for bad arguments
         and :class:`SandboxClosedError` outside the ``async with`` block. An anyio cancellation of
-        the caller kills and reaps the worker, then propagates.
+        the caller kills and reaps the worker, then propagates. The wall-clock budget starts now and
+        covers any wait for a worker; a run that got none fails with ``worker-exit`` (none could be
+        started: the message says why), ``timeout`` (the budget ran out while it waited) or ``aborted``.
         """
         started = time.perf_counter()
         names = _check_arguments(program, tool_names, call_tool, limits, cancel, on_log)
@@ -261,24 +425,27 @@ class Sandbox:
         if session is not None and session not in self._sessions and not session.closed:
             raise SandboxUsageError("session belongs to another sandbox")
         if cancel is not None and cancel.cancelled:
-            return _failed("aborted", "the run was cancelled before it started", started)
+            return failed_result("aborted", "the run was cancelled before it started", started)
+        run_limits = limits or self.limits
         self._active += 1
         try:
             if session is not None:
                 return await session.run(program, tool_names=names, call_tool=call_tool, limits=limits,
                                          cancel=cancel, on_log=on_log, started=started)
+            # The wall-clock budget covers the wait for a worker too.
+            deadline = anyio.current_time() + run_limits.wall_seconds
             for attempt in (1, 2):
                 try:
-                    # A warm worker that died unseen may not be alone (a mass kill, the OOM killer):
-                    # the second attempt goes to a worker forked after the death was seen.
-                    worker = await (self._acquire() if attempt == 1 else self._template.spawn(self._layers))
-                except SandboxStartError as exc:
-                    return _failed("worker-exit", f"no worker could be started: {exc.message}", started)
+                    # A warm worker that died unseen may not be alone (a mass kill, the OOM killer, its
+                    # template's death): the second attempt goes to a worker forked after that was seen.
+                    worker = await self._acquire(run_limits, deadline, attempt == 2, cancel)
+                except WorkerUnavailable as exc:
+                    return failed_result(exc.kind, exc.message, started)
                 result = await execute_run(worker, program=program, tool_names=names, call_tool=call_tool,
-                                           limits=limits or self.limits, cancel=cancel, on_log=on_log,
+                                           limits=run_limits, cancel=cancel, on_log=on_log,
                                            persist=False, started=started, retire=self._retire,
-                                           cpu_watch=self._cpu_watch)
-                if attempt == 2 or not _died_unseen(result, cancel):
+                                           cpu_watch=self._cpu_watch, deadline=deadline)
+                if attempt == 2 or not died_unseen(result, cancel):
                     break
             return result
         finally:
@@ -328,29 +495,36 @@ def _check_arguments(program: object, tool_names: object, call_tool: object, lim
     return names
 
 
-def _failed(kind: ErrorKind, message: str, started: float) -> RunResult:
-    stats = RunStats(wall_ms=(time.perf_counter() - started) * 1000.0, cpu_ms=None, tool_calls=0,
-                     isolation=())
-    return RunResult(value=None, has_value=False, logs=(), error=RunError(kind, message), stats=stats)
+async def _within(deadline: float, cancel: CancelLike | None,
+                  wait: Callable[[bool], Awaitable[WorkerHandle]], fresh: bool) -> WorkerHandle | None:
+    """``await wait(fresh)``, or None once ``deadline`` passes or ``cancel`` fires (observed by a callback
+    if it offers ``on_cancel``, else by a watcher task): for the rare wait for a worker, so its cost is no
+    concern."""
+    with anyio.CancelScope(deadline=deadline) as scope:
+        if cancel is None:
+            return await wait(fresh)
+        if cancel.cancelled:
+            return None
+        subscribe = getattr(cancel, "on_cancel", None)
+        disposer: object = None
+        subscribed = False
+        if callable(subscribe):
+            with contextlib.suppress(Exception):  # (a broken subscription: the watcher task instead)
+                disposer, subscribed = subscribe(lambda reason=None: scope.cancel()), True
+        if subscribed:
+            try:
+                return await wait(fresh)
+            finally:
+                if callable(disposer):
+                    disposer()
+        async with anyio.create_task_group() as group:
+            async def watch() -> None:
+                await cancel.wait()
+                scope.cancel()
 
-
-def _channel_open(worker: WorkerHandle) -> bool:
-    """False when the worker's end of the channel is closed (it died, even if not yet reaped)."""
-    try:
-        data = worker.channel.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    return bool(data)
-
-
-def _died_unseen(result: RunResult, cancel: CancelLike | None) -> bool:
-    """The worker died before leaving any trace of the run (no output, no tool call).
-
-    A warm worker can die unnoticed before the run reaches it; nothing observable happened, so the run
-    may go once more to a fresh worker. A program that really kills its worker fails the same way twice.
-    """
-    error = result.error
-    return (error is not None and error.kind == "worker-exit" and not result.logs
-            and result.stats.tool_calls == 0 and not (cancel is not None and cancel.cancelled))
+            group.start_soon(watch)
+            try:
+                return await wait(fresh)
+            finally:
+                group.cancel_scope.cancel()
+    return None

@@ -10,8 +10,12 @@ worker's memory hard limit stays at its first run's budget (a later run asking f
 ``memory-limit`` and says why), its CPU hard limit stays open (the host's CPU watch still ends each run
 at its budget) and the session's runs do not list ``rlimits`` in ``stats.isolation``. When a run ends
 in a way that kills the worker (timeout, CPU or memory exhaustion, protocol
-violation, cancellation, a crash), the session's globals are lost with it; the next run starts a fresh
-worker and says so (``RunResult.stats.session_restarted``).
+violation, cancellation, a crash), the session's globals are lost with it; so they are when the worker dies
+between runs (killed from outside, or with its template). The next run starts a fresh worker and says so
+(``RunResult.stats.session_restarted``). A run whose worker turns out dead before the run reached it (no
+output, no tool call) runs once more on a fresh worker, also reported as a restart.
+
+A run's wall-clock budget covers its wait for the session (another run of it in progress) and for a worker.
 """
 
 from __future__ import annotations
@@ -25,18 +29,22 @@ import anyio
 
 from ._isolate import can_grant_limits, grant_run_limits
 from ._run import CallTool, CancelLike, CpuWatch, OnLog, execute_run
-from .errors import SandboxStartError, SessionClosedError
+from ._supply import WorkerUnavailable
+from .errors import SessionClosedError
 from .host import WorkerHandle
 from .limits import SandboxLimits
-from .results import RunError, RunResult, RunStats
+from .results import ErrorKind, RunError, RunResult, RunStats
 
-__all__ = ("SandboxSession",)
+__all__ = ("Acquire", "SandboxSession", "died_unseen", "failed_result")
+
+#: The pool's worker source: ``acquire(limits, deadline, fresh, cancel)`` (see ``Sandbox._acquire``).
+Acquire = Callable[[SandboxLimits, float, bool, "CancelLike | None"], Awaitable[WorkerHandle]]
 
 
 class SandboxSession:
     """One persistent worker and its globals; use with ``async with`` and pass to ``Sandbox.run``."""
 
-    def __init__(self, acquire: Callable[[], Awaitable[WorkerHandle]], limits: SandboxLimits,
+    def __init__(self, acquire: Acquire, limits: SandboxLimits,
                  on_close: Callable[[SandboxSession], None], cpu_watch: CpuWatch | None = None) -> None:
         self._acquire = acquire
         self._cpu_watch = cpu_watch
@@ -92,41 +100,78 @@ class SandboxSession:
                   started: float | None = None) -> RunResult:
         """Run one program in the session's worker (called by ``Sandbox.run(..., session=...)``)."""
         begun = time.perf_counter() if started is None else started
-        async with self._lock:
-            if self.closed:
-                raise SessionClosedError("this session was closed; open a new one")
-            restarted = False
-            discarded, self._discarded = self._discarded, None
-            if discarded is not None:
+        run_limits = limits or self.limits
+        deadline = anyio.current_time() + run_limits.wall_seconds
+        if self._lock.locked():  # (another run of this session is in flight: wait within the budget)
+            with anyio.CancelScope(deadline=deadline) as scope:
+                await self._lock.acquire()
+            if scope.cancelled_caught:  # (a cancelled acquire does not take the lock)
+                return failed_result("timeout", f"the run's wall-clock budget of {run_limits.wall_seconds:g} "
+                                                "s (wall_seconds) ran out while it waited for the session's "
+                                                "previous run; the program did not run", begun)
+        else:
+            await self._lock.acquire()
+        try:
+            return await self._run_locked(program, tool_names, call_tool, run_limits, cancel, on_log, begun,
+                                          deadline)
+        finally:
+            self._lock.release()
+
+    async def _run_locked(self, program: str, tool_names: Sequence[str], call_tool: CallTool,
+                          limits: SandboxLimits, cancel: CancelLike | None, on_log: OnLog | None,
+                          begun: float, deadline: float) -> RunResult:
+        if self.closed:
+            raise SessionClosedError("this session was closed; open a new one")
+        restarted = False
+        discarded, self._discarded = self._discarded, None
+        if discarded is not None:
+            with anyio.CancelScope(shield=True):
+                await discarded.kill_and_reap()
+        for attempt in (1, 2):
+            worker = self._worker
+            if worker is not None and not (worker.alive and worker.channel_open()):
+                self._worker = None  # died since its last run (killed, or with its template)
                 with anyio.CancelScope(shield=True):
-                    await discarded.kill_and_reap()
-            if self._worker is None or not self._worker.alive:
-                restarted = self._had_worker
+                    await worker.kill_and_reap()
+            if self._worker is None:
+                restarted = restarted or self._had_worker
                 try:
-                    self._worker = await self._acquire()
-                except SandboxStartError as exc:
-                    return _start_failed(exc, begun)
+                    self._worker = await self._acquire(limits, deadline, attempt == 2, cancel)
+                except WorkerUnavailable as exc:
+                    return failed_result(exc.kind, exc.message, begun)
                 self._had_worker = True
-                self.restarts += int(restarted)
-            run_limits = limits or self.limits
             granted = "uid" in self._worker.layers and can_grant_limits()
             if granted:  # (the worker is unprivileged: only the host can raise its hard limits)
                 used = self._worker.cpu_now()
                 if used is not None:
-                    grant_run_limits(self._worker.pid, used, run_limits.cpu_seconds,
-                                     run_limits.memory_bytes)
+                    grant_run_limits(self._worker.pid, used, limits.cpu_seconds, limits.memory_bytes)
             result = await execute_run(self._worker, program=program, tool_names=tool_names,
-                                       call_tool=call_tool, limits=run_limits, cancel=cancel,
-                                       on_log=on_log, persist=True, started=begun,
-                                       session_restarted=restarted, cpu_watch=self._cpu_watch)
+                                       call_tool=call_tool, limits=limits, cancel=cancel, on_log=on_log,
+                                       persist=True, started=begun, session_restarted=restarted,
+                                       cpu_watch=self._cpu_watch, deadline=deadline)
+            if attempt == 2 or not died_unseen(result, cancel):
+                break
+            restarted = True  # (the worker died before the run reached it: its globals are gone too)
+        self.restarts += int(restarted)
         if granted or "rlimits" not in result.stats.isolation:
             return result
         isolation = tuple(layer for layer in result.stats.isolation if layer != "rlimits")
         return dataclasses.replace(result, stats=dataclasses.replace(result.stats, isolation=isolation))
 
 
-def _start_failed(exc: SandboxStartError, started: float) -> RunResult:
+def died_unseen(result: RunResult, cancel: CancelLike | None) -> bool:
+    """The worker died before leaving any trace of the run (no output, no tool call).
+
+    A warm worker can die unnoticed before the run reaches it; nothing observable happened, so the run
+    may go once more to a fresh worker. A program that really kills its worker fails the same way twice.
+    """
+    error = result.error
+    return (error is not None and error.kind == "worker-exit" and not result.logs
+            and result.stats.tool_calls == 0 and not (cancel is not None and cancel.cancelled))
+
+
+def failed_result(kind: ErrorKind, message: str, started: float) -> RunResult:
+    """A run that failed before it had a worker."""
     stats = RunStats(wall_ms=(time.perf_counter() - started) * 1000.0, cpu_ms=None, tool_calls=0,
                      isolation=())
-    return RunResult(value=None, has_value=False, logs=(),
-                     error=RunError("worker-exit", f"no worker could be started: {exc.message}"), stats=stats)
+    return RunResult(value=None, has_value=False, logs=(), error=RunError(kind, message), stats=stats)

@@ -17,7 +17,8 @@ descriptions still sees the SDK. The same text is offered as the prompt ``codemo
 Results: content blocks become MCP text (or image) content; error results set ``isError``, carry the
 content ``Error: <message>`` and put the stable ``code`` and the message in ``_meta["codemode/error"]``;
 a successful value that is a JSON object is also sent as ``structuredContent``. Nothing a client sends
-can crash the server: unexpected failures become ``isError`` results.
+can crash the server: unexpected failures become ``isError`` results. The server logs on stderr, among
+other things the sandbox's health events (a template replaced, the restart breaker).
 """
 
 from __future__ import annotations
@@ -201,6 +202,15 @@ def _code_runtime(mode: str) -> Any:
     return module.PythonCodeRuntime()
 
 
+def _log_sandbox_health(code_runtime: Any) -> None:
+    """Log the sandbox's health events (its template lost or replaced, the restart breaker) on stderr,
+    the server's log; a session's ``--events`` log has those its runs saw as ``code/sandbox`` events."""
+    sandbox = getattr(code_runtime, "sandbox", None)
+    if sandbox is not None:
+        sandbox.on_health(lambda event: print(f"codemode serve: sandbox {event.kind}: {event.message}",
+                                              file=sys.stderr, flush=True))
+
+
 def _write_events(path: str, agent: Agent) -> None:
     try:
         with open(path, "w", encoding="utf-8") as handle:
@@ -236,6 +246,7 @@ async def run_serve(args: argparse.Namespace) -> int:
         async with contextlib.AsyncExitStack() as stack:
             if hasattr(code_runtime, "__aenter__"):  # the code runtime owns the sandbox's warm workers
                 code_runtime = await stack.enter_async_context(code_runtime)
+                _log_sandbox_health(code_runtime)
             rt = await stack.enter_async_context(ToolRuntime(mode=args.mode, code_runtime=code_runtime))
             install_timeout_policy(rt)  # every tool's timeout_ms holds
             for definition in definitions:

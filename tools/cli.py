@@ -238,6 +238,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         async with open_runtime(args.mode, args.toolset, workspace=args.workspace,
                                 code_options=options) as runtime:
             runtime.around_execute(report.around)
+            _report_sandbox_health(runtime, report.progress)
             request = ToolCallRequest("run-1", "run_code",
                                       json.dumps({"code": program, "description": f"run {args.program}"}))
             return (await runtime.execute_tool_calls([request], agent=agent))[0]
@@ -253,6 +254,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print("\n" + format_table(payload["dispatches"], report.elapsed_ms),
                   file=sys.stderr if result.is_error else sys.stdout)
     return 1 if result.is_error else 0
+
+
+def _report_sandbox_health(runtime: ToolRuntime, stream: Any) -> None:
+    """Print the sandbox's health events (its template lost or replaced, the restart breaker) on the
+    progress stream; the ``--events`` log has those the run saw as ``code/sandbox`` events."""
+    sandbox = getattr(runtime.code_runtime, "sandbox", None)
+    if stream is None or sandbox is None:
+        return
+    sandbox.on_health(lambda event: print(f"  ! sandbox {event.kind}: {event.message}", file=stream,
+                                          flush=True))
 
 
 # ---------------------------------------------------------------------------------- codemode sdk / check

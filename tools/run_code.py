@@ -19,6 +19,7 @@ image-bearing child, since the program itself only sees values) and its conclusi
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +44,7 @@ from codemode.runtime.scheduler import open_sub_lane
 from codemode.sandbox import (
     CallAbandonment,
     CooperativeCallTool,
+    HealthEvent,
     RunResult,
     Sandbox,
     SandboxLimits,
@@ -188,7 +190,10 @@ class PythonCodeRuntime:
 
     ``limits`` are the per-run sandbox budgets. With
     ``persistent_sessions=True`` each agent keeps one sandbox session, so variables survive between its
-    ``run_code`` calls (like a notebook); the agent's event log records the session (``code/session``).
+    ``run_code`` calls (like a notebook); the agent's event log records the session (``code/session``:
+    ``opened``, and ``restarted`` when a run had to start a fresh worker because the old one had died).
+    The sandbox's health events during a run (its template lost or replaced, the restart breaker) go to
+    the log of the agent whose run saw them (``code/sandbox``).
     ``on_log`` observes each printed line as it arrives (the CLI streams them); ``on_run`` observes each
     finished run's :class:`codemode.sandbox.RunResult` (failure kind, logs, stats) before it becomes a tool
     result.
@@ -208,6 +213,9 @@ class PythonCodeRuntime:
         self._sessions: dict[Scope | None, SandboxSession] = {}
         self._stack: contextlib.AsyncExitStack | None = None
         self._exited = False
+        #: The sandbox's recent health events, numbered; a run logs those numbered above its start's.
+        self._health: collections.deque[tuple[int, HealthEvent]] = collections.deque(maxlen=32)
+        self._health_seq = 0
 
     async def __aenter__(self) -> Self:
         if self._stack is not None or self._exited:
@@ -215,8 +223,13 @@ class PythonCodeRuntime:
         stack = contextlib.AsyncExitStack()
         if self._own_sandbox:
             await stack.enter_async_context(self.sandbox)
+        stack.callback(self.sandbox.on_health(self._note_health))
         self._stack = stack
         return self
+
+    def _note_health(self, event: HealthEvent) -> None:
+        self._health_seq += 1
+        self._health.append((self._health_seq, event))
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
@@ -280,6 +293,16 @@ class PythonCodeRuntime:
                 agent.events.append("code/session", {"event": "opened", "language": self.language})
         return session
 
+    def _log_health(self, agent: Agent, outcome: RunResult, seen: int) -> None:
+        for number, event in self._health:
+            if number > seen:
+                agent.events.append("code/sandbox", event.to_json())
+        if outcome.stats.session_restarted:
+            agent.events.append("code/session", {
+                "event": "restarted", "language": self.language,
+                "reason": "the session's worker had died, so this run started a fresh one: variables from "
+                          "earlier runs are gone"})
+
     async def _execute(self, rt: ToolRuntime, args: Mapping[str, Any], ctx: ToolContext) -> JsonValue:
         if not args["description"].strip():
             raise ToolError("invalid description: expected a non-empty string")
@@ -302,6 +325,7 @@ class PythonCodeRuntime:
         def hand_up(name: str, call_id: str, result: ToolResult) -> None:
             hand_up_child_result(ctx, name, call_id, result)
 
+        seen = self._health_seq
         async with open_sub_lane(rt, outer_call=ctx, cancel=ctx.cancel, on_commit=hand_up) as lane:
 
             async def call_tool(name: str, arguments: Any, abandonment: CallAbandonment) -> Any:
@@ -320,6 +344,8 @@ class PythonCodeRuntime:
             outcome: RunResult = await self.sandbox.run(
                 args["code"], tool_names=names, call_tool=CooperativeCallTool(call_tool),
                 limits=self.limits, cancel=ctx.cancel, on_log=on_log, session=session)
+        if (outcome.stats.session_restarted or self._health_seq != seen) and isinstance(ctx.agent, Agent):
+            self._log_health(ctx.agent, outcome, seen)
         if self.on_run is not None:
             self.on_run(ctx, outcome)
         if outcome.error is not None:

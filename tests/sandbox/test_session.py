@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
+import os
+import signal
+import time
 from collections.abc import AsyncIterator
 
 import anyio
 import pytest
 
-from codemode.sandbox import Sandbox, SandboxLimits, SessionClosedError
+from codemode.sandbox import RunResult, Sandbox, SandboxLimits, SessionClosedError
+from tests.reliability._support import wait_until
 from tests.sandbox._support import ShortSend, pid_alive, run
 
 pytestmark = pytest.mark.anyio
@@ -110,12 +115,17 @@ async def test_a_closed_session_refuses_runs_and_its_worker_is_gone(sandbox: San
 async def test_each_run_of_a_session_gets_the_full_cpu_budget(sandbox: Sandbox) -> None:
     """It measures the CPU budget per run, not per session.
 
-    The budget is calibrated from one measured spin, so the test holds on fast and slow machines: each
-    run fits the budget, the three together exceed it.
+    The budget is calibrated from a measured spin, so the test holds on fast and slow machines: each
+    run fits the budget, the three together exceed it. The spin is first scaled to at least 0.15 s of
+    CPU, so three of them exceed even the least budget the CPU poll can enforce (0.3 s).
     """
-    spin = "return sum(range(16 * 10**6))"  # (well over 0.1 s: three must exceed the 0.3 s floor)
+    loose = SandboxLimits(wall_seconds=20.0, cpu_seconds=10.0)
     with anyio.fail_after(60):
-        probe = await run(sandbox, spin, limits=SandboxLimits(wall_seconds=20.0, cpu_seconds=10.0))
+        first = await run(sandbox, "return sum(range(8 * 10**6))", limits=loose)
+        assert first.ok and first.stats.cpu_ms
+        scale = max(1, math.ceil(150 / first.stats.cpu_ms))
+        spin = f"return sum(range({scale} * 8 * 10**6))"
+        probe = await run(sandbox, spin, limits=loose)
         assert probe.ok and probe.stats.cpu_ms
         budget_s = max(0.3, 1.6 * probe.stats.cpu_ms / 1000)
         limits = SandboxLimits(wall_seconds=30.0, cpu_seconds=budget_s)
@@ -124,3 +134,59 @@ async def test_each_run_of_a_session_gets_the_full_cpu_budget(sandbox: Sandbox) 
     assert all(r.ok for r in results), [r.error for r in results]
     assert len({r.stats.worker_pid for r in results}) == 1
     assert sum(r.stats.cpu_ms or 0.0 for r in results) > budget_s * 1000  # together they exceed one budget
+
+
+async def test_a_session_worker_killed_between_runs_is_restarted_and_reported(sandbox: Sandbox) -> None:
+    """It notices a worker killed from outside before the next run and runs that run on a fresh worker,
+    saying so; the run does not fail."""
+    with anyio.fail_after(30):
+        async with sandbox.open_session() as session:
+            await run(sandbox, "state = 1", session=session)
+            old = session.worker_pid
+            assert old is not None
+            os.kill(old, signal.SIGKILL)  # (no wait: the template may not have reported it yet)
+            fresh = await run(sandbox, PROBE_STATE, session=session)
+            kept = await run(sandbox, "state = 2\nreturn state", session=session)
+            again = await run(sandbox, "return state", session=session)
+            assert session.restarts == 1
+    assert fresh.ok and fresh.value is False and fresh.stats.session_restarted
+    assert fresh.stats.worker_pid != old
+    assert kept.value == 2 and again.value == 2 and not again.stats.session_restarted
+
+
+async def test_a_session_outlives_its_template() -> None:
+    """It restarts on the replacement template after the one that forked its worker died."""
+    with anyio.fail_after(30):
+        async with Sandbox(warm=1) as box, box.open_session() as session:
+            await run(box, "state = 1", session=session)
+            template, old = box.template_pid, session.worker_pid
+            assert template is not None and old is not None
+            os.kill(template, signal.SIGKILL)
+            assert await wait_until(lambda: not pid_alive(old), 5)
+            fresh = await run(box, PROBE_STATE, session=session)
+            assert box.template_pid not in (None, template)
+    assert fresh.ok and fresh.value is False and fresh.stats.session_restarted
+
+
+async def test_a_session_run_waits_for_the_previous_one_within_its_budget(sandbox: Sandbox) -> None:
+    """It ends a run that waits for its session's run in flight at its own wall budget, saying so."""
+    with anyio.fail_after(30):
+        async with sandbox.open_session() as session, anyio.create_task_group() as group:
+            first: list[RunResult] = []
+
+            async def nap(name: str, args: object) -> int:
+                await anyio.sleep(1.5)
+                return 1
+
+            async def slow() -> None:
+                first.append(await run(sandbox, "return await tools.nap()", tools=("nap",), call_tool=nap,
+                                       session=session))
+
+            group.start_soon(slow)
+            await anyio.sleep(0.2)
+            started = time.monotonic()
+            waited = await run(sandbox, "return 2", session=session, limits=SandboxLimits(wall_seconds=0.4))
+            elapsed = time.monotonic() - started
+    assert waited.error is not None and waited.error.kind == "timeout"
+    assert "waited for the session's previous run" in waited.error.message and 0.35 <= elapsed < 1.2
+    assert first[0].value == 1
