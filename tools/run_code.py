@@ -148,6 +148,8 @@ class PythonCodeRuntime:
     ``limits`` are the per-run sandbox budgets. With
     ``persistent_sessions=True`` each agent keeps one sandbox session, so variables survive between its
     ``run_code`` calls (like a notebook); the agent's event log records the session (``code/session``).
+    A call without an agent has nobody to share a session with: it always runs on a fresh worker, so
+    two such callers never see each other's variables.
     ``on_log`` observes each printed line as it arrives (the CLI streams them); ``on_run`` observes each
     finished run's :class:`codemode.sandbox.RunResult` (failure kind, logs, stats) before it becomes a tool
     result.
@@ -164,7 +166,7 @@ class PythonCodeRuntime:
         self.persistent_sessions = persistent_sessions
         self.on_log = on_log
         self.on_run = on_run
-        self._sessions: dict[Scope | None, SandboxSession] = {}
+        self._sessions: dict[Scope, SandboxSession] = {}
         self._stack: contextlib.AsyncExitStack | None = None
 
     async def __aenter__(self) -> Self:
@@ -211,7 +213,7 @@ class PythonCodeRuntime:
     # ------------------------------------------------------------------ one run
 
     async def _session_for(self, agent: Scope | None) -> SandboxSession | None:
-        if not self.persistent_sessions:
+        if not self.persistent_sessions or agent is None:
             return None
         session = self._sessions.get(agent)
         if session is None:
@@ -229,7 +231,7 @@ class PythonCodeRuntime:
             raise ToolError("the Python code runtime is not running: enter it with 'async with' before "
                             "the ToolRuntime that uses it, or with rt.enter_async_context(...)")
         # (the worker's CPU wakes while the lane and the bindings are set up)
-        if not self.persistent_sessions:
+        if not self.persistent_sessions or ctx.agent is None:
             self.sandbox.prewake()
         elif (kept := self._sessions.get(ctx.agent)) is not None:
             kept.prewake()
