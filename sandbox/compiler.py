@@ -196,6 +196,11 @@ def _quiet() -> contextlib.AbstractContextManager[object]:
 _IGNORE_ALL: Final = ("ignore", None, Warning, None, 0)
 
 
+#: A source shorter than this that the parser answers with MemoryError nests too deeply (a parse of
+#: it needs far less than any memory budget).
+_SMALL_SOURCE: Final = 1 << 20
+
+
 def _size(source: str) -> str:
     return f"{len(source.encode('utf-8', 'surrogatepass')):,} bytes, {source.count(chr(10)) + 1:,} lines"
 
@@ -212,6 +217,9 @@ def _parse(source: str, filename: str) -> ast.Module:
         raise _syntax(0, "SyntaxError: the program nests too deeply for Python's parser (its recursion "
                          "limit); flatten the deepest expression or data literal") from None
     except MemoryError:
+        if len(source) < _SMALL_SOURCE:  # (CPython's parser reports a too-deep stack as MemoryError too)
+            raise _syntax(0, "SyntaxError: the program nests too deeply for Python's parser (its stack "
+                             "limit); flatten the deepest expression or data literal") from None
         raise _syntax(0, f"SyntaxError: the program ({_size(source)}) is too large to parse within the "
                          "run's memory budget (memory_bytes); send a smaller program and keep data in "
                          "tools") from None

@@ -27,6 +27,7 @@ the host, never carried as frames.
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,19 +69,35 @@ WORKER_ERROR_KINDS: Final = frozenset(
 #: Largest id a worker may use for a call (ids are echoed back in replies).
 _MAX_ID: Final = 2**53
 
+#: Frames at least this large get a fresh decoder buffer once they are out (see FrameDecoder.feed).
+_SMALL_FRAME: Final = 1 << 20
+
 #: The one line that replaces log text beyond the log budget (the host keeps exactly one).
 LOG_TRUNCATION_MARKER: Final = "[codemode sandbox] log capture truncated at {limit} bytes"
 
 
-def frame_values(body: bytes | bytearray | memoryview) -> int:
-    """An upper bound on the number of JSON values in a frame body, from its punctuation alone.
+def frame_values(body: bytes | bytearray | memoryview, most: int | None = None) -> int:
+    """An upper bound on the number of JSON values in a frame body, from its punctuation.
 
-    Every value after the first is preceded by a ``,``, a ``:`` or an opening bracket, so counting
-    those bytes (a few passes at memory speed, no decoding) bounds the values from above; punctuation
-    inside strings is counted too, which only makes the bound looser.
+    Every value (object keys included) but the outermost follows a ``,``, a ``:`` or the opening
+    bracket of a non-empty container, so counting those bytes (a few passes at memory speed, no
+    decoding) bounds the values from above. Punctuation inside strings counts too, which only loosens
+    the bound: when it exceeds ``most``, the strings are cut out (one regular-expression pass) and the
+    punctuation outside them is counted instead, so text full of commas is never mistaken for data.
     """
     data = body if isinstance(body, bytes | bytearray) else bytes(body)
-    return data.count(b",") + data.count(b":") + data.count(b"[") + data.count(b"{") + 1
+    bound = _punctuation(data)
+    if most is None or bound <= most:
+        return bound
+    return _punctuation(_JSON_STRING.sub(b'""', data))
+
+
+def _punctuation(data: bytes | bytearray) -> int:
+    opened = data.count(b"[") + data.count(b"{") - data.count(b"[]") - data.count(b"{}")
+    return data.count(b",") + data.count(b":") + opened + 1
+
+
+_JSON_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
 def max_frame_values(frame_bytes: int) -> int:
@@ -204,9 +221,12 @@ class FrameDecoder:
                 break
             with memoryview(self._buffer) as view:
                 body = bytes(view[HEADER.size:end])  # (one copy: a bytearray slice would be a second)
-            del self._buffer[:end]
+                if length >= _SMALL_FRAME:  # (let a large buffer go now, not after the next frames)
+                    self._buffer = bytearray(view[end:])
+            if length < _SMALL_FRAME:
+                del self._buffer[:end]
             if length > self._max_values:  # (fewer bytes than that cannot hold too many values)
-                values = frame_values(body)
+                values = frame_values(body, self._max_values)
                 if values > self._max_values:
                     self._broken = True
                     raise ProtocolViolation(

@@ -229,7 +229,7 @@ class _Run:
             raise ValueError(f"arguments of tools.{name} take {len(data)} bytes, over the frame "
                              f"budget of {self.frame_bytes} bytes (frame_bytes)")
         most = max_frame_values(self.frame_bytes)
-        if len(data) > most and (count := frame_values(data[HEADER.size:])) > most:
+        if len(data) > most and (count := frame_values(data[HEADER.size:], most)) > most:
             raise ValueError(f"arguments of tools.{name} hold up to {count} JSON values, over the "
                              f"{most} a call may carry (frame_bytes / 32)")
         future: asyncio.Future[JsonValue] = asyncio.get_running_loop().create_future()
@@ -282,7 +282,7 @@ class _Run:
             return _error("output-limit", f"the program's result is {size} bytes of JSON, over the "
                                           f"result budget of {self.result_bytes} bytes (result_bytes)")
         most = max_frame_values(self.frame_bytes)
-        if size > most and (count := frame_values(text.encode("utf-8"))) > most:
+        if size > most and (count := frame_values(text.encode("utf-8"), most)) > most:
             return _error("output-limit", f"the program's result holds up to {count} JSON values, over "
                                           f"the {most} a result may hold (frame_bytes / 32)")
         return _Done({"type": "done", "has_value": True}, text)

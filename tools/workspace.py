@@ -174,7 +174,7 @@ def _split(path: object, *, field: str, allow_root: bool,
 
     ``..`` components are kept: they are resolved physically by :meth:`Workspace._walk`, which refuses
     climbing above the root. A path naming the root itself (``.``) yields ``[]`` when ``allow_root``.
-    A path longer than ``max_path_chars`` or with more than ``max_path_depth`` components is refused
+    A path longer than ``max_path_chars`` or going more than ``max_path_depth`` levels deep is refused
     before anything is touched.
     """
     if not isinstance(path, str):
@@ -192,14 +192,14 @@ def _split(path: object, *, field: str, allow_root: bool,
             'for example "docs/notes.md"'
         )
     parts = [part for part in path.split("/") if part not in ("", ".")]
-    if len(parts) > limits.max_path_depth:
-        raise ToolArgsError([f'"{field}" has {len(parts)} components, over the {limits.max_path_depth} '
-                             "a workspace path may have (max_path_depth); use a flatter layout"])
     depth = 0
     for part in parts:
         depth = depth - 1 if part == ".." else depth + 1
         if depth < 0:
             raise _denied(f'"{field}" {path!r} escapes the workspace root through ".."')
+        if depth > limits.max_path_depth:
+            raise ToolArgsError([f'"{field}" goes more than {limits.max_path_depth} levels deep, the most a '
+                                 "workspace path may (max_path_depth); use a flatter layout"])
     if not parts and not allow_root:
         raise ToolArgsError([f'"{field}" {path!r} names the workspace root, not a file'])
     return parts
