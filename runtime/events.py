@@ -26,7 +26,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from codemode.sandbox.lossless import FrozenDict, LosslessJsonError, dumps, loads, snapshot, thaw
+from codemode.sandbox.lossless import (
+    FrozenDict,
+    LosslessJsonError,
+    dumps,
+    escape_lone_surrogates,
+    loads,
+    snapshot,
+    thaw,
+)
 
 from .errors import EventLogError
 
@@ -116,8 +124,14 @@ class EventLog:
         return event
 
     def append_tool_call(self, call_id: str, name: str, arguments_text: str) -> Event:
-        """Append ``tool/call`` for a model-level call (``arguments_text`` is the raw JSON text)."""
-        return self.append(TOOL_CALL, {"call_id": call_id, "name": name, "arguments": arguments_text})
+        """Append ``tool/call`` for a model-level call (``arguments_text`` is the raw JSON text).
+
+        These are a record of what the caller sent, which may hold text that is not Unicode (a lone
+        surrogate, refused when the arguments are parsed): the record writes it as ``\\udc80``.
+        """
+        return self.append(TOOL_CALL, {"call_id": escape_lone_surrogates(call_id),
+                                       "name": escape_lone_surrogates(name),
+                                       "arguments": escape_lone_surrogates(arguments_text)})
 
     def append_tool_result(self, call: Event, result: ToolResult) -> Event:
         """Append ``tool/result`` for ``result``, linked to its ``tool/call`` event ``call``."""

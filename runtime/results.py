@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codemode.sandbox.lossless import FrozenDict, FrozenList, JsonValue, snapshot
+from codemode.sandbox.lossless import FrozenDict, FrozenList, JsonValue, escape_lone_surrogates, snapshot
 
 __all__ = (
     "ContentBlock",
@@ -76,7 +76,12 @@ class ToolResult:
     @staticmethod
     def failure(code: str, message: str, *, content: Sequence[ContentBlock] | None = None,
                 meta: JsonValue = None, additional_contexts: Sequence[JsonValue] = ()) -> ToolResult:
-        """Build an error result; ``content`` defaults to the single block ``Error: <message>``."""
+        """Build an error result; ``content`` defaults to the single block ``Error: <message>``.
+
+        A message quoting text that is not Unicode (a lone surrogate) has it escaped (``\\udc80``):
+        an error must always be reportable.
+        """
+        message = escape_lone_surrogates(message)
         blocks = error_content(message) if content is None else snapshot(list(content), freeze=True,
                                                                           root="content")
         return ToolResult(
@@ -119,7 +124,7 @@ def text_block(text: str) -> FrozenDict:
 
 def error_content(message: str) -> FrozenList:
     """The standard content of a failure: one text block ``Error: <message>``."""
-    return FrozenList((text_block("Error: " + message),))
+    return FrozenList((text_block("Error: " + escape_lone_surrogates(message)),))
 
 
 def text_of(content: Sequence[Any]) -> str:

@@ -10,7 +10,11 @@ registers and unregisters the descriptor around every wait).
 
 Both readers apply the frame budget through :class:`~codemode.sandbox.protocol.FrameDecoder` and stop reading
 while :data:`_BACKLOG` decoded frames wait for the pump, so a worker that floods its channel is held
-back by the socket buffer instead of filling the host's memory.
+back by the socket buffer instead of filling the host's memory. They also stop while the frames they
+handed out and that are not done with hold a frame budget of bytes or more: a frame is done with when
+the pump takes it, except a ``call`` frame, which is held until the run calls :meth:`FrameReader.release`
+after serving it. So a program that starts many calls with large arguments at once (``gather`` over
+16 MiB payloads) costs the host about two frame budgets of frames, not one per call.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Final, Protocol
 
 import anyio
 
-from .protocol import FrameDecoder, ProtocolViolation, WorkerFrame, parse_worker_frame
+from .protocol import CallFrame, FrameDecoder, ProtocolViolation, WorkerFrame, parse_worker_frame
 
 __all__ = ("FrameReader", "open_reader")
 
@@ -41,6 +45,10 @@ class FrameReader(Protocol):
 
     async def next_frame(self) -> WorkerFrame | None:
         """The next frame, or ``None`` once the worker closed its end; raise ProtocolViolation."""
+        ...
+
+    def release(self, frame: CallFrame) -> None:
+        """The run is done with a call frame it was handed (served, ignored or abandoned)."""
         ...
 
     def stop(self) -> None:
@@ -77,20 +85,32 @@ def _on_asyncio() -> bool:
 
 
 class _PortableReader:
-    __slots__ = ("_bodies", "_decoder", "_sock", "_take_now")
+    __slots__ = ("_bodies", "_decoder", "_held", "_released", "_sock", "_take_now")
 
     def __init__(self, sock: socket.socket, decoder: FrameDecoder, take_now: TakeNow) -> None:
         self._sock = sock
         self._decoder = decoder
         self._take_now = take_now
         self._bodies: deque[bytes] = deque()
+        self._held = 0
+        self._released: anyio.Event | None = None
+
+    def release(self, frame: CallFrame) -> None:
+        self._held -= frame.size
+        if self._released is not None:
+            self._released.set()
 
     async def next_frame(self) -> WorkerFrame | None:
         while True:
             while self._bodies:
                 frame = parse_worker_frame(self._bodies.popleft())
+                if type(frame) is CallFrame:
+                    self._held += frame.size
                 if not self._take_now(frame):
                     return frame
+            while self._held >= self._decoder.max_frame_bytes:
+                self._released = anyio.Event()
+                await self._released.wait()
             try:
                 data = self._sock.recv(_RECV_CHUNK)
             except BlockingIOError:
@@ -112,8 +132,8 @@ class _PortableReader:
 class _LoopReader:
     """Reads in a readability callback registered once; the pump awaits a future only when idle."""
 
-    __slots__ = ("_buffer", "_decoder", "_eof", "_error", "_fd", "_frames", "_loop", "_reading",
-                 "_sock", "_stopped", "_take_now", "_view", "_waiter")
+    __slots__ = ("_buffer", "_decoder", "_eof", "_error", "_fd", "_frames", "_held", "_limit", "_loop",
+                 "_reading", "_sock", "_stopped", "_take_now", "_view", "_waiter")
 
     def __init__(self, sock: socket.socket, decoder: FrameDecoder, take_now: TakeNow) -> None:
         self._sock = sock
@@ -121,7 +141,10 @@ class _LoopReader:
         self._take_now = take_now
         self._loop = asyncio.get_running_loop()
         self._fd = sock.fileno()
-        self._frames: deque[WorkerFrame] = deque()
+        self._frames: deque[tuple[WorkerFrame, int]] = deque()  # (frame, its body's bytes)
+        #: Bytes of the frames handed out or queued that the run is not done with (see the module doc).
+        self._held = 0
+        self._limit = decoder.max_frame_bytes
         # One receive buffer per run (``recv(n)`` would allocate n bytes per call), small until a read
         # fills it: most runs exchange a few short frames.
         self._buffer = bytearray(_FIRST_CHUNK)
@@ -137,6 +160,12 @@ class _LoopReader:
         if not self._reading and not self._eof and self._error is None:
             self._loop.add_reader(self._fd, self._on_readable)
             self._reading = True
+
+    def release(self, frame: CallFrame) -> None:
+        self._held -= frame.size
+        if (not self._reading and self._held < self._limit and len(self._frames) < _BACKLOG // 2
+                and not self._stopped):
+            self._resume()
 
     def _pause(self) -> None:
         if self._reading:
@@ -170,13 +199,14 @@ class _LoopReader:
             try:
                 for body in self._decoder.feed(data):
                     frame = parse_worker_frame(body)
+                    self._held += len(body)
                     # (only with nothing queued ahead: frames are acted on in the order sent)
                     if self._frames or not self._take_now(frame):
-                        self._frames.append(frame)
+                        self._frames.append((frame, len(body)))
             except ProtocolViolation as exc:
                 self._error = exc
                 self._pause()
-            if len(self._frames) >= _BACKLOG:
+            if len(self._frames) >= _BACKLOG or self._held >= self._limit:
                 self._pause()
         waiter = self._waiter
         if waiter is not None and not waiter.done() and (self._frames or self._eof or self._error):
@@ -188,14 +218,17 @@ class _LoopReader:
                 raise self._error
             if self._eof:
                 return None
-            self._resume()
+            if self._held < self._limit:  # (else a release resumes reading)
+                self._resume()
             waiter = self._waiter = self._loop.create_future()
             try:
                 await waiter
             finally:
                 self._waiter = None
-        frame = self._frames.popleft()
-        if not self._reading and len(self._frames) < _BACKLOG // 2:
+        frame, size = self._frames.popleft()
+        if type(frame) is not CallFrame:
+            self._held -= size
+        if not self._reading and len(self._frames) < _BACKLOG // 2 and self._held < self._limit:
             self._resume()
         return frame
 

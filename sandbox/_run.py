@@ -26,7 +26,15 @@ from .calls import CallAbandonment, CooperativeCallTool, CooperativeHandler
 from .errors import ToolCallFailure
 from .host import WorkerHandle
 from .limits import SandboxLimits
-from .lossless import JsonValue, LosslessJsonError, dumps, encoded_size, snapshot
+from .lossless import (
+    JsonValue,
+    LosslessJsonError,
+    dumps,
+    encoded_size,
+    escape_lone_surrogates,
+    lone_surrogate,
+    snapshot,
+)
 from .protocol import (
     HEADER,
     LOG_TRUNCATION_MARKER,
@@ -216,8 +224,14 @@ class _RunState:
                 pass
 
     # --- tool calls ------------------------------------------------------------------------
+    def release(self, frame: CallFrame) -> None:
+        """Done with a call frame: its bytes no longer hold the reader back (see ``_reader``)."""
+        if self.reader is not None:
+            self.reader.release(frame)
+
     def accept_call(self, frame: CallFrame) -> bool:
         if frame.id in self.seen_ids:
+            self.release(frame)
             self._ignored("calls with an id already used")
             return False  # duplicate id: ignored, never answered twice
         self.seen_ids.add(frame.id)
@@ -249,6 +263,7 @@ class _RunState:
         """Serve calls one after another until the run ends (which cancels the task group)."""
         while True:
             await self.serve_call(frame)
+            self.release(frame)
             slot = _Slot()
             self.idle.append(slot)
             frame = await slot.wait()
@@ -416,7 +431,9 @@ def _success(call_id: int, value: object) -> dict[str, Any]:
 
 
 def _failure(call_id: int, message: str, code: str) -> dict[str, Any]:
-    return {"type": "reply", "id": call_id, "ok": False, "message": message, "code": code}
+    # (a message may quote text that is not Unicode; the frame must stay lossless JSON)
+    return {"type": "reply", "id": call_id, "ok": False, "message": escape_lone_surrogates(message),
+            "code": escape_lone_surrogates(code)}
 
 
 def _classify_exit(worker: WorkerHandle, limits: SandboxLimits) -> tuple[ErrorKind, str]:
@@ -441,6 +458,19 @@ def _classify_exit(worker: WorkerHandle, limits: SandboxLimits) -> tuple[ErrorKi
         return "worker-exit", ("the worker's own code was refused a system call by its seccomp filter "
                                "(the allowlist in codemode.sandbox._seccomp misses a call it needs)")
     return "worker-exit", f"the worker process exited with status {code} before finishing the run"
+
+
+def _refuse_program(program: str, limits: SandboxLimits) -> RunError | None:
+    """Why a program cannot be sent to a worker at all (None when it can): text with a lone surrogate
+    has no UTF-8 form, so no frame can carry it (CPython's compiler refuses such source too)."""
+    index = lone_surrogate(program)
+    if index >= 0:
+        line = program.count("\n", 0, index) + 1
+        column = index - (program.rfind("\n", 0, index) + 1) + 1
+        return RunError("syntax", f"line {line}: the program holds a lone surrogate "
+                                  f"\\u{ord(program[index]):04x} at column {column}, which is not "
+                                  "Unicode text; write it as an escape in a string literal instead")
+    return None
 
 
 def run_frame(program: str, tool_names: Sequence[str], persist: bool, limits: SandboxLimits) -> bytes:
@@ -481,6 +511,14 @@ async def execute_run(worker: WorkerHandle, *, program: str, tool_names: Sequenc
     there is no reaper.
     """
     state = _RunState(worker, limits, frozenset(tool_names), call_tool, on_log)
+    refused = _refuse_program(program, limits)
+    if refused is not None:
+        # Nothing was sent: a session's worker stays as it was; a one-shot worker is not needed.
+        if not persist:
+            with anyio.CancelScope(shield=True):
+                await worker.kill_and_reap()
+        state.error = refused
+        return _result(state, worker, started, session_restarted)
     keep_worker = False
     dispose: Callable[[], object] | None = None
     try:

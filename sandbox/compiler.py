@@ -9,10 +9,13 @@ run's globals exactly as in a module and survive into the next run. A one-shot r
 names about 1.7x faster; functions defined at the top level still see each other (as closures), and a
 program that uses a ``global`` statement anywhere keeps module scope so its meaning never changes.
 
-Every policy diagnostic of a program is reported at once, sorted by line, as one
-:class:`ProgramPolicyError`; a program that does not parse (or that CPython's compiler rejects after the
-policy, e.g. ``await`` inside a plain ``def``) raises :class:`ProgramSyntaxError`. Both carry ``kind``
-(``"syntax"``/``"policy"``), a stable ``code`` and the :class:`CompileDiagnostics`.
+The policy's diagnostics of a program are reported at once, sorted by line, as one
+:class:`ProgramPolicyError`: the first :data:`MAX_DIAGNOSTICS` of them (each cut at
+:data:`MAX_DIAGNOSTIC_CHARS` characters), then one line counting the rest, so that a long program with
+one mistake repeated on every line gets a short answer, not megabytes of it. A program that does not
+parse (or that CPython's compiler rejects after the policy, e.g. ``await`` inside a plain ``def``)
+raises :class:`ProgramSyntaxError`; one too large or too deep to parse says which limit it met. Both
+carry ``kind`` (``"syntax"``/``"policy"``), a stable ``code`` and the :class:`CompileDiagnostics`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from typing import ClassVar, Final
 from .policy import ENTRY_NAME, NO_VALUE_NAME, RESERVED_GLOBALS, ProgramPolicy
 
 __all__ = (
+    "MAX_DIAGNOSTICS",
+    "MAX_DIAGNOSTIC_CHARS",
     "CompileDiagnostics",
     "CompiledProgram",
     "ProgramCompileError",
@@ -34,6 +39,29 @@ __all__ = (
     "ProgramSyntaxError",
     "compile_program",
 )
+
+
+#: How many policy diagnostics a rejection lists before it only counts the rest.
+MAX_DIAGNOSTICS: Final = 20
+#: The longest a listed diagnostic may be (one quoting a huge name or literal is cut).
+MAX_DIAGNOSTIC_CHARS: Final = 500
+
+
+def _capped(found: list[tuple[int, str]]) -> tuple[str, ...]:
+    """The listed diagnostics: the first few, sorted by line, then a count of the rest."""
+    ordered = sorted(dict.fromkeys(found), key=lambda item: item[0])
+    lines = []
+    for number, message in ordered[:MAX_DIAGNOSTICS]:
+        line = f"line {number}: {message}"
+        if len(line) > MAX_DIAGNOSTIC_CHARS:
+            line = line[:MAX_DIAGNOSTIC_CHARS - 3] + "..."
+        lines.append(line)
+    rest = len(ordered) - MAX_DIAGNOSTICS
+    if rest > 0:
+        last = ordered[-1][0]
+        lines.append(f"... and {rest} more problem{'s' if rest != 1 else ''} up to line {last} "
+                     "(fix these first; the rest are often the same mistake)")
+    return tuple(lines)
 
 
 @dataclass(frozen=True)
@@ -168,6 +196,15 @@ def _quiet() -> contextlib.AbstractContextManager[object]:
 _IGNORE_ALL: Final = ("ignore", None, Warning, None, 0)
 
 
+#: A source shorter than this that the parser answers with MemoryError nests too deeply (a parse of
+#: it needs far less than any memory budget).
+_SMALL_SOURCE: Final = 1 << 20
+
+
+def _size(source: str) -> str:
+    return f"{len(source.encode('utf-8', 'surrogatepass')):,} bytes, {source.count(chr(10)) + 1:,} lines"
+
+
 def _parse(source: str, filename: str) -> ast.Module:
     try:
         with _quiet():
@@ -176,8 +213,16 @@ def _parse(source: str, filename: str) -> ast.Module:
         raise _syntax(exc.lineno, f"{type(exc).__name__}: {exc.msg}") from None
     except ValueError as exc:  # e.g. "source code string cannot contain null bytes"
         raise _syntax(0, f"SyntaxError: {exc}") from None
-    except (RecursionError, MemoryError):  # CPython's parser reports deep nesting as either
-        raise _syntax(0, "SyntaxError: the program is too large or nests too deeply to parse") from None
+    except RecursionError:
+        raise _syntax(0, "SyntaxError: the program nests too deeply for Python's parser (its recursion "
+                         "limit); flatten the deepest expression or data literal") from None
+    except MemoryError:
+        if len(source) < _SMALL_SOURCE:  # (CPython's parser reports a too-deep stack as MemoryError too)
+            raise _syntax(0, "SyntaxError: the program nests too deeply for Python's parser (its stack "
+                             "limit); flatten the deepest expression or data literal") from None
+        raise _syntax(0, f"SyntaxError: the program ({_size(source)}) is too large to parse within the "
+                         "run's memory budget (memory_bytes); send a smaller program and keep data in "
+                         "tools") from None
 
 
 def _wrap(body: list[ast.stmt]) -> ast.Module:
@@ -229,11 +274,16 @@ def compile_program(source: str, *, filename: str = "<program>",
             for stmt in tree.body:
                 collector.visit(stmt)
         policy.visit(module)
-    except (RecursionError, MemoryError):
-        raise ProgramPolicyError(CompileDiagnostics(("line 0: the program nests too deeply",))) from None
+    except RecursionError:
+        raise ProgramPolicyError(CompileDiagnostics((
+            "line 0: the program nests too deeply for the policy check (Python's recursion limit)",
+        ))) from None
+    except MemoryError:
+        raise ProgramPolicyError(CompileDiagnostics((
+            f"line 0: the program ({_size(source)}) is too large to check within the run's memory budget "
+            "(memory_bytes)",))) from None
     if policy.diagnostics:
-        ordered = sorted(dict.fromkeys(policy.diagnostics), key=lambda item: item[0])
-        raise ProgramPolicyError(CompileDiagnostics(tuple(f"line {n}: {m}" for n, m in ordered)))
+        raise ProgramPolicyError(CompileDiagnostics(_capped(policy.diagnostics)))
     entry = module.body[0]
     assert isinstance(entry, ast.AsyncFunctionDef)
     last_line = max((getattr(stmt, "end_lineno", 1) or 1 for stmt in entry.body), default=1)
@@ -252,6 +302,12 @@ def compile_program(source: str, *, filename: str = "<program>",
             code = _compile_tree(module, filename)
     except SyntaxError as exc:
         raise _syntax(exc.lineno, f"{type(exc).__name__}: {exc.msg}") from None
-    except (RecursionError, MemoryError, ValueError) as exc:
+    except RecursionError:
+        raise _syntax(0, "SyntaxError: the program nests too deeply for Python's compiler (its recursion "
+                         "limit)") from None
+    except MemoryError:
+        raise _syntax(0, f"SyntaxError: the program ({_size(source)}) is too large to compile within the "
+                         "run's memory budget (memory_bytes)") from None
+    except ValueError as exc:
         raise _syntax(0, f"SyntaxError: the program cannot be compiled ({type(exc).__name__})") from None
     return CompiledProgram(code=code, filename=filename, source_lines=tuple(source.splitlines()))

@@ -8,6 +8,10 @@ becomes ``"invalid-output"`` and a ``MemoryError`` that reaches the top ``"memor
 of the caller's task propagates (after the run's helper tasks are cancelled); a ``CancelledError`` the program
 raises itself is an ordinary exception.
 
+Text leaves a program as Unicode only (:mod:`codemode.sandbox.lossless`): ``print`` of a string holding a
+lone surrogate raises ``UnicodeEncodeError``, as CPython's strict UTF-8 standard output does, and the
+text of a program exception writes any lone surrogate as ``\\udc80``, as CPython's standard error does.
+
 ``print`` output goes to ``log`` one entry per completed line group: each ``print`` that ends a line
 forwards the text up to its last newline (without it); text after the last newline waits for the next
 print or the end of the run. The in-process capture stops forwarding once ``log_cap_bytes`` have been
@@ -40,7 +44,7 @@ from .guards import (
     guarded_super_init,
     write_guard,
 )
-from .lossless import LosslessJsonError, snapshot
+from .lossless import LosslessJsonError, escape_lone_surrogates, lone_surrogate, snapshot
 from .policy import ENTRY_NAME, NO_VALUE_NAME, SUPER_INIT_NAME, TYPE_NAME, WRITABLE_TYPES_NAME
 
 __all__ = (
@@ -110,7 +114,11 @@ class _Printer:
         if end is not None and not isinstance(end, str):
             raise TypeError(f"end must be None or a string, not {type(end).__name__}")
         text = (" " if sep is None else sep).join([str(item) for item in objects])
-        self.write(text + ("\n" if end is None else end))
+        text += "\n" if end is None else end
+        index = lone_surrogate(text)
+        if index >= 0:  # (as CPython's print to a UTF-8 stream with errors="strict")
+            raise UnicodeEncodeError("utf-8", text, index, index + 1, "surrogates not allowed")
+        self.write(text)
 
     def write(self, text: str) -> None:
         if self._left <= 0:
@@ -186,7 +194,7 @@ def format_program_exception(exc: BaseException, compiled: CompiledProgram) -> s
     """The model-facing text of a program exception: traceback lines of the program only, then the error."""
     frames = _program_frames(exc, compiled)
     head = ["Traceback (most recent call last):", *frames] if frames else []
-    return "\n".join([*head, _describe(exc)])
+    return escape_lone_surrogates("\n".join([*head, _describe(exc)]))
 
 
 def _really_cancelled() -> bool:

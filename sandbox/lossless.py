@@ -2,9 +2,17 @@
 
 A value is *lossless JSON* when encoding it as JSON text and decoding it again yields an equal value of
 the same types. In Python that is: ``None``, ``bool``, ``int`` (exact, any size up to
-:data:`MAX_INT_BITS`), finite ``float`` other than ``-0.0``, ``str``, ``list`` of lossless values and
-``dict`` with ``str`` keys and lossless values. Tuples, sets, bytes, NaN, infinities, ``-0.0``,
+:data:`MAX_INT_BITS`), finite ``float`` other than ``-0.0``, ``str`` (Unicode text), ``list`` of lossless
+values and ``dict`` with ``str`` keys and lossless values. Tuples, sets, bytes, NaN, infinities, ``-0.0``,
 non-string keys, cycles and arbitrary objects are rejected, never silently converted.
+
+**Text is Unicode.** A Python ``str`` may hold a lone surrogate (``"\ud800"``, ``chr(0xdc80)``, a file
+name decoded with ``surrogateescape``); it has no UTF-8 form, so it could not be written to a terminal, a
+file, a JSON-RPC stream or a log. Such a string is refused here, where a value enters the domain
+(:func:`snapshot`, :func:`loads`, :func:`dumps`), with an error that names where it is - never escaped or
+replaced, which would change the value silently. Diagnostic text that has to quote such a string (an
+error message) uses :func:`escape_lone_surrogates`, which writes each one as ``\udc80``, as CPython's
+standard error stream does.
 
 Tool arguments, tool values, event data and every value that crosses the sandbox protocol live in this
 domain. The module is a leaf: it imports nothing from codemode, so both the runtime and the sandbox can
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any, NoReturn, TypeAlias
 
@@ -30,9 +39,11 @@ __all__ = (
     "canonical_dumps",
     "dumps",
     "encoded_size",
+    "escape_lone_surrogates",
     "is_lossless",
     "is_plain",
     "loads",
+    "lone_surrogate",
     "snapshot",
     "thaw",
 )
@@ -113,14 +124,50 @@ class FrozenList(list[Any]):
         return (list, (list(self),))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: A JSON ``\\uD800``-``\\uDFFF`` escape: the decoded text may hold a lone surrogate (pairs are joined).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def lone_surrogate(text: str) -> int:
+    """Index of the first lone surrogate in ``text`` (a code point U+D800-U+DFFF), or -1 if it has none.
+
+    Python never joins a surrogate pair inside a ``str``, so every surrogate code point is lone. ASCII
+    text (the common case) is answered without a scan.
+    """
+    if text.isascii():
+        return -1
+    found = _SURROGATE.search(text)
+    return -1 if found is None else found.start()
+
+
+def escape_lone_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate written as ``\\udc80`` (for diagnostics, never for values)."""
+    if lone_surrogate(text) < 0:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _surrogate_reason(text: str, index: int) -> str:
+    return (f"lone surrogate \\u{ord(text[index]):04x} at character {index} is not Unicode text (it has no "
+            "UTF-8 form); remove it, or carry binary data as base64")
+
+
 def _key_path(path: str, key: str) -> str:
-    return f"{path}.{key}" if key.isidentifier() else f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+    if key.isidentifier():
+        return f"{path}.{key}"
+    return f"{path}[{escape_lone_surrogates(json.dumps(key, ensure_ascii=False))}]"
 
 
 def _check_scalar(value: object, path: str) -> object:
     """Return the value if it is a lossless scalar, raise otherwise; containers return a sentinel."""
     kind = type(value)
-    if value is None or kind is bool or kind is str:
+    if value is None or kind is bool:
+        return value
+    if kind is str:
+        index = lone_surrogate(value)  # type: ignore[arg-type]
+        if index >= 0:
+            raise LosslessJsonError(path, _surrogate_reason(value, index))  # type: ignore[arg-type]
         return value
     if kind is int:
         if value.bit_length() > MAX_INT_BITS:  # type: ignore[attr-defined]
@@ -164,7 +211,11 @@ def _make_frozen_list(items: Iterable[Any]) -> FrozenList:
 
 def _fast_copy(value: Any, depth: int, dict_type: type[dict[str, Any]], list_type: type[list[Any]]) -> Any:
     kind = type(value)
-    if kind is str or kind is bool or value is None:
+    if kind is str:
+        if value.isascii() or _SURROGATE.search(value) is None:
+            return value
+        raise _Unusual  # (the full walk names the lone surrogate)
+    if kind is bool or value is None:
         return value
     if kind is int:
         if -_FAST_INT < value < _FAST_INT:
@@ -181,11 +232,12 @@ def _fast_copy(value: Any, depth: int, dict_type: type[dict[str, Any]], list_typ
             return value
         out = {}
         for key, item in dict.items(value):
-            if type(key) is not str:
+            if type(key) is not str or not (key.isascii() or _SURROGATE.search(key) is None):
                 raise _Unusual
-            # Scalars dominate JSON values: skip the call for strings, booleans, null and small ints.
+            # Scalars dominate JSON values: skip the call for ASCII strings, booleans, null and small ints.
             kind = type(item)
-            if kind is str or kind is bool or item is None or (kind is int and -_FAST_INT < item < _FAST_INT):
+            if ((kind is str and item.isascii()) or kind is bool or item is None
+                    or (kind is int and -_FAST_INT < item < _FAST_INT)):
                 out[key] = item
             else:
                 out[key] = _fast_copy(item, depth + 1, dict_type, list_type)
@@ -193,7 +245,7 @@ def _fast_copy(value: Any, depth: int, dict_type: type[dict[str, Any]], list_typ
     if kind is list or kind is FrozenList:
         if kind is FrozenList and list_type is FrozenList:
             return value
-        items = [item if (type(item) is str or item is None or type(item) is bool
+        items = [item if ((type(item) is str and item.isascii()) or item is None or type(item) is bool
                           or (type(item) is int and -_FAST_INT < item < _FAST_INT))
                  else _fast_copy(item, depth + 1, dict_type, list_type)
                  for item in list.__iter__(value)]
@@ -215,7 +267,9 @@ def is_plain(value: object) -> bool:
 
 def _plain_walk(value: Any, depth: int) -> bool:
     kind = type(value)
-    if kind is str or kind is bool or value is None:
+    if kind is str:
+        return lone_surrogate(value) < 0
+    if kind is bool or value is None:
         return True
     if kind is int:
         return bool(-_FAST_INT < value < _FAST_INT)
@@ -226,10 +280,10 @@ def _plain_walk(value: Any, depth: int) -> bool:
     if depth >= _FAST_DEPTH:
         return False
     if kind is dict:
-        return all(type(key) is str and (type(item) is str or _plain_walk(item, depth + 1))
+        return all(type(key) is str and lone_surrogate(key) < 0 and _plain_walk(item, depth + 1)
                    for key, item in dict.items(value))
     if kind is list:
-        return all(type(item) is str or _plain_walk(item, depth + 1) for item in list.__iter__(value))
+        return all(_plain_walk(item, depth + 1) for item in list.__iter__(value))
     return False
 
 
@@ -251,47 +305,82 @@ def snapshot(value: object, *, freeze: bool = False, root: str = "value") -> Any
         return _full_snapshot(value, dict_type, list_type, root)
 
 
+class _Frame:
+    """One open container of the full walk: its children so far, and where it sits in its parent.
+
+    Paths are not kept per node (a 20,000-deep list would cost the square of its depth in path text):
+    :func:`_path` rebuilds one from the open frames' keys only when an error needs it.
+    """
+
+    __slots__ = ("children", "collected", "container", "is_dict", "key")
+
+    def __init__(self, container: object, key: object, children: Iterator[tuple[Any, Any]],
+                 is_dict: bool) -> None:
+        self.container = container
+        self.key = key
+        self.children = children
+        self.collected: list[tuple[Any, Any]] = []
+        self.is_dict = is_dict
+
+
+def _path(root: str, stack: list[_Frame], key: object = None, *, child: bool = False) -> str:
+    """The path of the innermost open container (or, with ``child``, of its child at ``key``)."""
+    path = root
+    steps = [(stack[i - 1].is_dict, stack[i].key) for i in range(1, len(stack))]
+    if child and stack:
+        steps.append((stack[-1].is_dict, key))
+    for in_dict, step in steps:
+        path = _key_path(path, step) if in_dict else f"{path}[{step}]"  # type: ignore[arg-type]
+    return path
+
+
 def _full_snapshot(value: object, dict_type: type[dict[str, Any]], list_type: type[list[Any]],
                    root: str) -> Any:
     if _check_scalar(value, root) is not _CONTAINER:
         return value
     # Build bottom-up: each frame collects its children, then becomes an immutable/plain container.
-    stack: list[tuple[object, str, Iterator[tuple[Any, Any]], list[Any], bool]] = []
+    stack: list[_Frame] = []
     active: set[int] = set()
 
-    def open_frame(container: object, path: str) -> None:
+    def open_frame(container: object, key: object) -> None:
         if id(container) in active:
-            raise LosslessJsonError(path, "cycle: a container contains itself")
+            raise LosslessJsonError(_path(root, stack, key, child=True), "cycle: a container contains itself")
         active.add(id(container))
         if isinstance(container, dict):
-            items = list(dict.items(container))
-            stack.append((container, path, iter(items), [], True))
+            stack.append(_Frame(container, key, iter(list(dict.items(container))), True))
         else:
             elements: list[Any] = list(list.__iter__(container))  # type: ignore[arg-type]
-            stack.append((container, path, enumerate(elements), [], False))
+            stack.append(_Frame(container, key, enumerate(elements), False))
 
-    open_frame(value, root)
+    open_frame(value, None)
     result: Any = None
     while stack:
-        container, path, children, collected, is_dict = stack[-1]
+        frame = stack[-1]
+        is_dict = frame.is_dict
+        collected = frame.collected
         advanced = False
-        for key, child in children:
+        for key, child in frame.children:
             if is_dict:
                 if type(key) is not str:
-                    raise LosslessJsonError(path, f"object key {key!r} is not a string")
-                child_path = _key_path(path, key)
-            else:
-                child_path = f"{path}[{key}]"
-            if _check_scalar(child, child_path) is _CONTAINER:
+                    raise LosslessJsonError(_path(root, stack), f"object key {key!r} is not a string")
+                index = lone_surrogate(key)
+                if index >= 0:
+                    raise LosslessJsonError(_path(root, stack),
+                                            f"object key {key!r}: {_surrogate_reason(key, index)}")
+            try:
+                kind = _check_scalar(child, root)
+            except LosslessJsonError as exc:
+                raise LosslessJsonError(_path(root, stack, key, child=True), exc.reason) from None
+            if kind is _CONTAINER:
                 collected.append((key, None))
-                open_frame(child, child_path)
+                open_frame(child, key)
                 advanced = True
                 break
             collected.append((key, child))
         if advanced:
             continue
         stack.pop()
-        active.discard(id(container))
+        active.discard(id(frame.container))
         if dict_type is dict:
             built: Any = dict(collected) if is_dict else [v for _, v in collected]
         else:
@@ -300,7 +389,7 @@ def _full_snapshot(value: object, dict_type: type[dict[str, Any]], list_type: ty
         if not stack:
             result = built
             break
-        parent_collected = stack[-1][3]
+        parent_collected = stack[-1].collected
         parent_collected[-1] = (parent_collected[-1][0], built)
     return result
 
@@ -414,8 +503,9 @@ def loads(text: str | bytes, *, max_bytes: int | None = None) -> Any:
     """Strictly decode JSON text into a lossless value.
 
     Rejects (with :class:`LosslessJsonError`): text over ``max_bytes``, invalid UTF-8 or JSON, NaN and
-    infinities, ``-0.0``, floats that overflow, duplicate keys, integers too wide to print, and nesting
-    deeper than the interpreter's recursion limit allows.
+    infinities, ``-0.0``, floats that overflow, duplicate keys, integers too wide to print, lone
+    surrogates (raw, or as a ``\\ud800`` escape that no low surrogate follows), and nesting deeper than
+    the interpreter's recursion limit allows.
     """
     size = len(text) if isinstance(text, bytes) else None
     if max_bytes is not None:
@@ -425,7 +515,11 @@ def loads(text: str | bytes, *, max_bytes: int | None = None) -> Any:
             raise LosslessJsonError("json", f"text of {size} bytes exceeds the {max_bytes}-byte limit")
     try:
         decoded = text.decode("utf-8") if isinstance(text, bytes) else text
-        return _DECODER.decode(decoded)
+        if not isinstance(text, bytes):
+            index = lone_surrogate(decoded)
+            if index >= 0:
+                raise LosslessJsonError("json", _surrogate_reason(decoded, index))
+        value = _DECODER.decode(decoded)
     except LosslessJsonError:
         raise
     except RecursionError:
@@ -434,3 +528,25 @@ def loads(text: str | bytes, *, max_bytes: int | None = None) -> Any:
         raise LosslessJsonError("json", f"invalid UTF-8: {exc.reason}") from None
     except ValueError as exc:  # JSONDecodeError and int-digit limits
         raise LosslessJsonError("json", f"invalid JSON: {exc}") from None
+    if _SURROGATE_ESCAPE.search(decoded) is not None:
+        _refuse_decoded_surrogates(value)
+    return value
+
+
+def _refuse_decoded_surrogates(value: Any) -> None:
+    """Raise if a decoded value holds a lone surrogate (only text with a surrogate escape can)."""
+    stack: list[tuple[Any, str]] = [(value, "json")]
+    while stack:
+        item, path = stack.pop()
+        if type(item) is str:
+            index = lone_surrogate(item)
+            if index >= 0:
+                raise LosslessJsonError(path, _surrogate_reason(item, index))
+        elif type(item) is dict:
+            for key, child in item.items():
+                index = lone_surrogate(key)
+                if index >= 0:
+                    raise LosslessJsonError(path, f"object key {key!r}: {_surrogate_reason(key, index)}")
+                stack.append((child, _key_path(path, key)))
+        elif type(item) is list:
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(item))

@@ -5,6 +5,10 @@ object with a ``type``. The channel is a dedicated socket (never stdout), so pro
 corrupt it; but the program may own the worker, so **every frame from the worker is hostile**:
 
 - the length header is checked against the frame budget before a byte of the body is buffered;
+- a frame may hold at most :func:`max_frame_values` JSON values (a count bounded from above by its
+  punctuation, see :func:`frame_values`), so the host's memory for one decoded frame stays within a
+  small multiple of the frame budget however the values are shaped (``[[], [], ...]`` would otherwise
+  cost some 27 bytes of host memory per byte sent);
 - the body is decoded strictly (:func:`codemode.sandbox.lossless.loads`: no NaN/Infinity, no -0.0, no
   duplicate keys, exact integers, bounded nesting);
 - the object is validated and rebuilt field by field into a frozen frame value; unknown fields never
@@ -23,12 +27,13 @@ the host, never carried as frames.
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
-from .lossless import JsonValue, LosslessJsonError, dumps, loads
+from .lossless import JsonValue, LosslessJsonError, dumps, escape_lone_surrogates, loads
 
 __all__ = (
     "HEADER",
@@ -45,6 +50,8 @@ __all__ = (
     "ReadyFrame",
     "WorkerFrame",
     "encode_frame",
+    "frame_values",
+    "max_frame_values",
     "parse_worker_frame",
     "value_depth",
 )
@@ -62,8 +69,46 @@ WORKER_ERROR_KINDS: Final = frozenset(
 #: Largest id a worker may use for a call (ids are echoed back in replies).
 _MAX_ID: Final = 2**53
 
+#: Frames at least this large get a fresh decoder buffer once they are out (see FrameDecoder.feed).
+_SMALL_FRAME: Final = 1 << 20
+
 #: The one line that replaces log text beyond the log budget (the host keeps exactly one).
 LOG_TRUNCATION_MARKER: Final = "[codemode sandbox] log capture truncated at {limit} bytes"
+
+
+def frame_values(body: bytes | bytearray | memoryview, most: int | None = None) -> int:
+    """An upper bound on the number of JSON values in a frame body, from its punctuation.
+
+    Every value (object keys included) but the outermost follows a ``,``, a ``:`` or the opening
+    bracket of a non-empty container, so counting those bytes (a few passes at memory speed, no
+    decoding) bounds the values from above. Punctuation inside strings counts too, which only loosens
+    the bound: when it exceeds ``most``, the strings are cut out (one regular-expression pass) and the
+    punctuation outside them is counted instead, so text full of commas is never mistaken for data.
+    """
+    data = body if isinstance(body, bytes | bytearray) else bytes(body)
+    bound = _punctuation(data)
+    if most is None or bound <= most:
+        return bound
+    return _punctuation(_JSON_STRING.sub(b'""', data))
+
+
+def _punctuation(data: bytes | bytearray) -> int:
+    opened = data.count(b"[") + data.count(b"{") - data.count(b"[]") - data.count(b"{}")
+    return data.count(b",") + data.count(b":") + opened + 1
+
+
+_JSON_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def max_frame_values(frame_bytes: int) -> int:
+    """The most JSON values a frame may hold under a frame budget of ``frame_bytes``: a 32nd of it
+    (and at least 65,536, so that small budgets keep their meaning).
+
+    A decoded value costs the host up to ~80 bytes (an empty list with its reference), so a frame
+    within both bounds decodes into at most about 2.5 times the frame budget, whatever its shape. A
+    result within its default budget (1 MiB) always fits.
+    """
+    return max(frame_bytes // 32, 1 << 16)
 
 
 class ProtocolViolation(Exception):
@@ -79,11 +124,16 @@ class ReadyFrame:
 
 @dataclass(frozen=True, slots=True)
 class CallFrame:
-    """The program called ``tools.<name>(args)``; ``id`` is chosen by the worker."""
+    """The program called ``tools.<name>(args)``; ``id`` is chosen by the worker.
+
+    ``size`` is the frame's body in bytes: the host holds a call's frame until the call is served, and
+    stops reading a worker whose calls in flight hold more than a frame budget (see ``_reader``).
+    """
 
     id: int
     name: str
     args: JsonValue
+    size: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +185,18 @@ class FrameDecoder:
     its body is buffered. After a violation the decoder stays broken (the stream has lost its framing).
     """
 
-    __slots__ = ("_broken", "_buffer", "_max")
+    __slots__ = ("_broken", "_buffer", "_max", "_max_values")
 
     def __init__(self, max_frame_bytes: int) -> None:
         self._max = max_frame_bytes
+        self._max_values = max_frame_values(max_frame_bytes)
         self._buffer = bytearray()
         self._broken = False
+
+    @property
+    def max_frame_bytes(self) -> int:
+        """The frame budget this decoder applies."""
+        return self._max
 
     @property
     def pending(self) -> int:
@@ -163,8 +219,20 @@ class FrameDecoder:
             end = HEADER.size + length
             if len(self._buffer) < end:
                 break
-            bodies.append(bytes(self._buffer[HEADER.size:end]))
-            del self._buffer[:end]
+            with memoryview(self._buffer) as view:
+                body = bytes(view[HEADER.size:end])  # (one copy: a bytearray slice would be a second)
+                if length >= _SMALL_FRAME:  # (let a large buffer go now, not after the next frames)
+                    self._buffer = bytearray(view[end:])
+            if length < _SMALL_FRAME:
+                del self._buffer[:end]
+            if length > self._max_values:  # (fewer bytes than that cannot hold too many values)
+                values = frame_values(body, self._max_values)
+                if values > self._max_values:
+                    self._broken = True
+                    raise ProtocolViolation(
+                        f"frame of {length} bytes may hold {values} JSON values, over the "
+                        f"{self._max_values} a frame may hold (frame_bytes / 32)")
+            bodies.append(body)
         return bodies
 
 
@@ -198,13 +266,13 @@ def _ready(obj: dict[str, Any]) -> ReadyFrame:
     return ReadyFrame(layers=tuple(layers))
 
 
-def _call(obj: dict[str, Any]) -> CallFrame:
+def _call(obj: dict[str, Any], size: int = 0) -> CallFrame:
     call_id = obj.get("id")
     if type(call_id) is not int or not 0 <= call_id < _MAX_ID:
         raise ProtocolViolation("call frame needs an integer 'id' in [0, 2**53)")
     if "args" not in obj:
         raise ProtocolViolation("call frame needs 'args'")
-    return CallFrame(id=call_id, name=_string(obj, "name", "call"), args=obj["args"])
+    return CallFrame(id=call_id, name=_string(obj, "name", "call"), args=obj["args"], size=size)
 
 
 def _cancel(obj: dict[str, Any]) -> CancelFrame:
@@ -255,7 +323,7 @@ _PARSERS: Final[dict[str, Callable[[dict[str, Any]], WorkerFrame]]] = {
 def parse_worker_frame(body: bytes) -> WorkerFrame:
     """Decode and rebuild one worker frame body; raise :class:`ProtocolViolation` if it is malformed."""
     try:
-        obj = loads(body.decode("utf-8", "surrogatepass"))
+        obj = loads(body.decode("utf-8"))  # (strict: an encoded lone surrogate is not UTF-8)
     except UnicodeDecodeError as exc:
         raise ProtocolViolation(f"frame is not UTF-8: {exc.reason}") from None
     except LosslessJsonError as exc:
@@ -265,7 +333,9 @@ def parse_worker_frame(body: bytes) -> WorkerFrame:
     if type(obj) is not dict:
         raise ProtocolViolation("a frame must be a JSON object")
     kind = obj.get("type")
+    if kind == "call":
+        return _call(obj, len(body))
     parser = _PARSERS.get(kind) if type(kind) is str else None
     if parser is None:
-        raise ProtocolViolation(f"unknown frame type {kind!r}"[:200])
+        raise ProtocolViolation(f"unknown frame type {escape_lone_surrogates(repr(kind))}"[:200])
     return parser(obj)

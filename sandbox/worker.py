@@ -31,7 +31,15 @@ from typing import Any, Final, NoReturn
 from . import _isolate
 from .errors import ToolCallFailure
 from .lossless import JsonValue, LosslessJsonError, dumps, loads, snapshot
-from .protocol import HEADER, LOG_TRUNCATION_MARKER, MAX_VALUE_DEPTH, FrameDecoder, value_depth
+from .protocol import (
+    HEADER,
+    LOG_TRUNCATION_MARKER,
+    MAX_VALUE_DEPTH,
+    FrameDecoder,
+    frame_values,
+    max_frame_values,
+    value_depth,
+)
 
 __all__ = (
     "EXIT_HOST_GONE",
@@ -244,6 +252,10 @@ class _Run:
         if len(data) - HEADER.size > self.frame_bytes:
             raise ValueError(f"arguments of tools.{name} take {len(data)} bytes, over the frame "
                              f"budget of {self.frame_bytes} bytes (frame_bytes)")
+        most = max_frame_values(self.frame_bytes)
+        if len(data) > most and (count := frame_values(data[HEADER.size:], most)) > most:
+            raise ValueError(f"arguments of tools.{name} hold up to {count} JSON values, over the "
+                             f"{most} a call may carry (frame_bytes / 32)")
         future: asyncio.Future[JsonValue] = asyncio.get_running_loop().create_future()
         self.pending[call_id] = future
         self.channel.send_bytes(data)
@@ -295,6 +307,10 @@ class _Run:
         if size > self.result_bytes:
             return _error("output-limit", f"the program's result is {size} bytes of JSON, over the "
                                           f"result budget of {self.result_bytes} bytes (result_bytes)")
+        most = max_frame_values(self.frame_bytes)
+        if size > most and (count := frame_values(text.encode("utf-8"), most)) > most:
+            return _error("output-limit", f"the program's result holds up to {count} JSON values, over "
+                                          f"the {most} a result may hold (frame_bytes / 32)")
         return _Done({"type": "done", "has_value": True}, text)
 
 

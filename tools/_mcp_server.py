@@ -17,8 +17,9 @@ descriptions still sees the SDK. The same text is offered as the prompt ``codemo
 Results: content blocks become MCP text (or image) content; error results set ``isError``, carry the
 content ``Error: <message>`` and put the stable ``code`` and the message in ``_meta["codemode/error"]``;
 a successful value that is a JSON object is also sent as ``structuredContent``. Nothing a client sends
-can crash the server: unexpected failures become ``isError`` results. The server logs on stderr, among
-other things the sandbox's health events (a template replaced, the restart breaker).
+can crash the server: unexpected failures become ``isError`` results, and a line that is no acceptable
+JSON-RPC message (not JSON, a batch, too deep, text that is not Unicode) gets a JSON-RPC error. The server
+logs on stderr, among other things the sandbox's health events (a template replaced, the restart breaker).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from typing import Any, Literal
 import anyio
 import mcp_types as types
 from mcp.server import Server
-from mcp.server.stdio import stdio_server
 
 from codemode.runtime import Agent, ToolDefinition, ToolRuntime, UsageError
 from codemode.runtime.prompt import SDK_SECTION
@@ -45,6 +45,7 @@ from codemode.sandbox.lossless import thaw
 
 from ._mcp_client import McpBridge, parse_upstream
 from ._mcp_convert import to_call_tool_result
+from ._mcp_stdio import stdio_transport
 from .timeout_policy import install_timeout_policy
 
 __all__ = (
@@ -146,12 +147,13 @@ async def serve_stdio(rt: ToolRuntime, *, agent: Agent | None = None, name: str 
     """Serve ``rt`` as an MCP server on this process's stdin/stdout until the client disconnects.
 
     ``agent`` is the session's agent (a fresh ``codemode.runtime.Agent("mcp")`` when None): one server
-    connection is one agent session.
+    connection is one agent session. Every line gets an answer, refusals included (see
+    :mod:`codemode.tools._mcp_stdio`).
     """
     if agent is None:
         agent = Agent("mcp")
     server = build_server(rt, agent, name=name, version=version)
-    async with stdio_server() as (read_stream, write_stream):
+    async with stdio_transport() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 

@@ -194,6 +194,8 @@ class PythonCodeRuntime:
     ``opened``, and ``restarted`` when a run had to start a fresh worker because the old one had died).
     The sandbox's health events during a run (its template lost or replaced, the restart breaker) go to
     the log of the agent whose run saw them (``code/sandbox``).
+    A call without an agent has nobody to share a session with: it always runs on a fresh worker, so
+    two such callers never see each other's variables.
     ``on_log`` observes each printed line as it arrives (the CLI streams them); ``on_run`` observes each
     finished run's :class:`codemode.sandbox.RunResult` (failure kind, logs, stats) before it becomes a tool
     result.
@@ -210,7 +212,7 @@ class PythonCodeRuntime:
         self.persistent_sessions = persistent_sessions
         self.on_log = on_log
         self.on_run = on_run
-        self._sessions: dict[Scope | None, SandboxSession] = {}
+        self._sessions: dict[Scope, SandboxSession] = {}
         self._stack: contextlib.AsyncExitStack | None = None
         self._exited = False
         #: The sandbox's recent health events, numbered; a run logs those numbered above its start's.
@@ -282,7 +284,7 @@ class PythonCodeRuntime:
     # ------------------------------------------------------------------ one run
 
     async def _session_for(self, agent: Scope | None) -> SandboxSession | None:
-        if not self.persistent_sessions:
+        if not self.persistent_sessions or agent is None:
             return None
         session = self._sessions.get(agent)
         if session is None:
@@ -310,7 +312,7 @@ class PythonCodeRuntime:
             raise ToolError("the Python code runtime is not running: enter it with 'async with' before "
                             "the ToolRuntime that uses it, or with rt.enter_async_context(...)")
         # (the worker's CPU wakes while the lane and the bindings are set up)
-        if not self.persistent_sessions:
+        if not self.persistent_sessions or ctx.agent is None:
             self.sandbox.prewake()
         elif (kept := self._sessions.get(ctx.agent)) is not None:
             kept.prewake()

@@ -19,6 +19,17 @@ opened with ``O_NOFOLLOW``:
 What is *not* a boundary: hard links that already exist inside the root (they are ordinary files here),
 and bind mounts. Special files (FIFOs, devices, sockets) are refused, never opened for blocking reads.
 
+Hostile use is bounded (:class:`WorkspaceLimits`): a path may have at most ``max_path_chars`` characters
+and ``max_path_depth`` directories; every walk holds one directory descriptor at a time (the
+directory it is in; a step back up reopens the parent from the root), so no path and no tree can
+exhaust the host's descriptors; the tools may grow the workspace by at most ``max_workspace_bytes``;
+``grep`` uses RE2, a linear-time engine (no pattern can backtrack for ages; backreferences and
+lookaround, which need backtracking, are refused with a clear error), searches lines of at most
+``max_grep_scan_chars`` characters and stops at its deadline. The bodies run in worker threads that
+check for cancellation between directories and lines, so a cancelled call's thread stops at once
+instead of running on unobserved; RE2 releases the GIL while it matches, so the event loop never waits
+for a search. Names that are not UTF-8 (which a model could not write back) are skipped by the listings.
+
 Reads are concurrency-safe; writes are exclusive. Both declare resource claims (the normalised path read
 or written), so a scheduler that honours claims may overlap writes to different files; ``list_files`` and
 ``grep`` read the whole tree and conflict with every write. Every failure is a
@@ -31,10 +42,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import math
 import os
 import re
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -42,9 +55,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import re2
 
 from codemode.runtime.definitions import ResourceClaims, ToolDefinition, ToolOutput, define_tool
 from codemode.runtime.errors import ToolArgsError, ToolDeniedError, ToolError, ToolExecutionError, UsageError
+from codemode.sandbox.lossless import lone_surrogate
 
 __all__ = (
     "DEFAULT_LIMITS",
@@ -61,6 +77,18 @@ _DRIVE = re.compile(r"[A-Za-z]:([/\\]|$)")  # "C:/x", "C:\\x", "C:" are absolute
 _TEMP = re.compile(r"\.codemode-[0-9a-f]{16}\.tmp")  # an in-flight write_text replacement
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+#: What a file or directory costs against the quota at least: one file-system block.
+_BLOCK = 4096
+#: The largest RE2 program a grep pattern may compile to: the engine's time per character grows with it.
+_MAX_PROGRAM = 5000
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # (a refused pattern is the caller's error, not a line on stderr)
+
+Checkpoint = Callable[[], None]
+
+
+def _no_checkpoint() -> None:
+    pass
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,8 +101,15 @@ class WorkspaceLimits:
     the size of a file ``grep`` still searches (larger ones are skipped) and ``max_grep_line_chars`` the
     length of a reported matching line (longer lines are cut and end with ``...``). ``max_grep_seconds``
     is the wall-clock budget of one search, checked between lines: when it runs out the search stops and
-    reports ``truncated`` (one pathological pattern on one line can still take longer; the tool body is
-    abandoned on cancellation so the caller is never held).
+    reports ``truncated``. ``max_grep_scan_chars`` is the longest line ``grep`` searches (longer lines
+    are counted in ``long_lines``, not searched: they bound the time one line can take) and
+    ``max_grep_pattern_chars`` the longest pattern.
+
+    ``max_path_chars`` and ``max_path_depth`` bound every path argument (its length, and its number of
+    components) and the depth of the directories the listings descend. ``max_workspace_bytes`` is the
+    quota of the workspace: how much the tools may grow it in total, counting each file at its size
+    rounded up to 4 KiB (at least 4 KiB) and each directory they create at 4 KiB; replacing or
+    shrinking a file gives back what it used. A write that would go over it is refused.
     """
 
     max_read_bytes: int = _MIB
@@ -84,6 +119,11 @@ class WorkspaceLimits:
     max_grep_file_bytes: int = _MIB
     max_grep_line_chars: int = 400
     max_grep_seconds: float = 10.0
+    max_grep_scan_chars: int = 20_000
+    max_grep_pattern_chars: int = 1000
+    max_path_chars: int = 1024
+    max_path_depth: int = 32
+    max_workspace_bytes: int = 256 * _MIB
 
     def __post_init__(self) -> None:
         seconds = self.max_grep_seconds
@@ -97,6 +137,11 @@ class WorkspaceLimits:
             "max_grep_matches",
             "max_grep_file_bytes",
             "max_grep_line_chars",
+            "max_grep_scan_chars",
+            "max_grep_pattern_chars",
+            "max_path_chars",
+            "max_path_depth",
+            "max_workspace_bytes",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -123,16 +168,22 @@ def _failed(message: str) -> ToolError:
     return ToolExecutionError(message)
 
 
-def _split(path: object, *, field: str, allow_root: bool) -> list[str]:
+def _split(path: object, *, field: str, allow_root: bool,
+           limits: WorkspaceLimits = DEFAULT_LIMITS) -> list[str]:
     """Check a model-supplied path lexically and split it into components (``.`` and empties dropped).
 
     ``..`` components are kept: they are resolved physically by :meth:`Workspace._walk`, which refuses
     climbing above the root. A path naming the root itself (``.``) yields ``[]`` when ``allow_root``.
+    A path longer than ``max_path_chars`` or going more than ``max_path_depth`` levels deep is refused
+    before anything is touched.
     """
     if not isinstance(path, str):
         raise ToolArgsError([f'"{field}" must be a string'])
     if path == "":
         raise ToolArgsError([f'"{field}" must not be empty; use "." for the workspace root'])
+    if len(path) > limits.max_path_chars:
+        raise ToolArgsError([f'"{field}" is {len(path)} characters long, over the '
+                             f"{limits.max_path_chars} a workspace path may have (max_path_chars)"])
     if "\x00" in path:
         raise _denied(f'"{field}" contains a NUL byte; paths with NUL bytes are refused')
     if path.startswith("/") or _DRIVE.match(path):
@@ -146,9 +197,17 @@ def _split(path: object, *, field: str, allow_root: bool) -> list[str]:
         depth = depth - 1 if part == ".." else depth + 1
         if depth < 0:
             raise _denied(f'"{field}" {path!r} escapes the workspace root through ".."')
+        if depth > limits.max_path_depth:
+            raise ToolArgsError([f'"{field}" goes more than {limits.max_path_depth} levels deep, the most a '
+                                 "workspace path may (max_path_depth); use a flatter layout"])
     if not parts and not allow_root:
         raise ToolArgsError([f'"{field}" {path!r} names the workspace root, not a file'])
     return parts
+
+
+def _cost(size: int) -> int:
+    """What a file of ``size`` bytes costs against the quota: whole blocks, at least one."""
+    return max(_BLOCK, -(-size // _BLOCK) * _BLOCK)
 
 
 def _display(parts: list[str]) -> str:
@@ -163,38 +222,48 @@ def _display(parts: list[str]) -> str:
 
 
 class _Walk:
-    """The directory descriptors of a resolved path: ``fds[-1]`` holds the final component ``name``.
+    """Where a resolved path leads: the open directory ``fd`` and the final component ``name`` in it.
 
-    ``logical`` is the real root-relative directory of ``fds[-1]`` (no links in it). ``name`` is ``None``
-    when the path is the root or a directory that was opened completely.
+    ``logical`` is the real root-relative directory of ``fd`` (no links in it). ``name`` is ``None``
+    when the path is the root or a directory that was opened completely. Only one directory is ever
+    open: stepping into a child closes the parent, and stepping back up (``..``) reopens the parent
+    from the root (each component again with ``O_NOFOLLOW``), so a walk costs one descriptor however
+    deep it goes.
     """
 
-    def __init__(self, root_fd: int) -> None:
-        self.fds: list[int] = [root_fd]
+    def __init__(self, workspace: Workspace, root_fd: int) -> None:
+        self._workspace = workspace
+        self.fd = root_fd
         self.logical: list[str] = []
         self.name: str | None = None
 
     @property
     def dir_fd(self) -> int:
-        return self.fds[-1]
+        return self.fd
 
     def push(self, fd: int, name: str) -> None:
-        self.fds.append(fd)
+        os.close(self.fd)
+        self.fd = fd
         self.logical.append(name)
 
     def pop(self) -> None:
-        os.close(self.fds.pop())
         self.logical.pop()
+        self._reopen()
 
     def reset(self) -> None:
-        while len(self.fds) > 1:
-            self.pop()
+        self.logical.clear()
+        self._reopen()
+
+    def _reopen(self) -> None:
+        fd = self._workspace._open_logical(self.logical, shown=self.relative())
+        os.close(self.fd)
+        self.fd = fd
 
     def close(self) -> None:
-        for fd in self.fds:
+        if self.fd >= 0:
             with contextlib.suppress(OSError):
-                os.close(fd)
-        self.fds.clear()
+                os.close(self.fd)
+            self.fd = -1
 
     def relative(self, name: str | None = None) -> str:
         parts = [*self.logical, name] if name is not None else self.logical
@@ -220,12 +289,36 @@ class Workspace:
             raise UsageError(f"workspace root {str(resolved)!r} is not a directory")
         self.root = resolved
         self.limits = limits or DEFAULT_LIMITS
+        #: Bytes the tools have added to the workspace so far (see ``max_workspace_bytes``); writes
+        #: account under the lock, so concurrent writers never overshoot the quota together.
+        self.grown = 0
+        self._write_lock = threading.Lock()
         # Absolute link targets may name the root by its resolved path or by the path it was given as
         # (e.g. through a symlinked parent); either way the rest is resolved from the root's descriptor.
         given = os.path.normpath(os.path.abspath(os.fspath(root)))
         self._root_names = tuple(dict.fromkeys([str(resolved), given]))
 
     # -- resolution -------------------------------------------------------------------------------
+
+    def _open_root(self) -> int:
+        try:
+            return os.open(self.root, _DIR_FLAGS)
+        except OSError as exc:
+            raise _failed(f"workspace root {str(self.root)!r} cannot be opened: {exc.strerror}") from exc
+
+    def _open_logical(self, logical: list[str], *, shown: str) -> int:
+        """A descriptor of the real directory ``logical`` (no links in it), opened from the root one
+        component at a time with ``O_NOFOLLOW``; at most two descriptors are open meanwhile."""
+        fd = self._open_root()
+        try:
+            for name in logical:
+                child = self._open_dir(fd, name, shown)
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     @contextlib.contextmanager
     def _walk(self, parts: list[str], *, shown: str, create_dirs: bool = False) -> Iterator[_Walk]:
@@ -237,11 +330,7 @@ class Workspace:
         component is left unopened in ``walk.name`` (unless it is a directory reached through ``..`` or a
         link, which the caller sees as ``name`` of its last real component).
         """
-        try:
-            root_fd = os.open(self.root, _DIR_FLAGS)
-        except OSError as exc:
-            raise _failed(f"workspace root {str(self.root)!r} cannot be opened: {exc.strerror}") from exc
-        walk = _Walk(root_fd)
+        walk = _Walk(self, self._open_root())
         try:
             pending = list(parts)
             hops = 0
@@ -258,8 +347,13 @@ class Workspace:
                     info = os.stat(part, dir_fd=walk.dir_fd, follow_symlinks=False)
                 except FileNotFoundError:
                     if pending and create_dirs:
-                        with contextlib.suppress(FileExistsError):  # a concurrent write made it first
+                        self._charge(_BLOCK, shown, f"creating directory {walk.relative(part)!r}")
+                        try:
                             os.mkdir(part, 0o755, dir_fd=walk.dir_fd)
+                        except OSError as exc:
+                            self.grown -= _BLOCK
+                            if not isinstance(exc, FileExistsError):  # (else another write made it)
+                                raise
                         info = os.stat(part, dir_fd=walk.dir_fd, follow_symlinks=False)
                     elif pending:
                         missing = walk.relative(part)
@@ -279,6 +373,9 @@ class Workspace:
                     break
                 if not stat.S_ISDIR(info.st_mode):
                     raise _failed(f"{shown!r}: {walk.relative(part)!r} is not a directory")
+                if len(walk.logical) >= self.limits.max_path_depth:
+                    raise _failed(f"{shown!r} leads deeper than {self.limits.max_path_depth} directories "
+                                  "(max_path_depth)")
                 walk.push(self._open_dir(walk.dir_fd, part, shown), part)
             yield walk
         except OSError as exc:
@@ -369,7 +466,7 @@ class Workspace:
 
     def read_text(self, path: object) -> tuple[str, str]:
         """Return ``(normalised path, text)`` of a UTF-8 file of at most ``max_read_bytes``."""
-        parts = _split(path, field="path", allow_root=False)
+        parts = _split(path, field="path", allow_root=False, limits=self.limits)
         shown = _display(parts)
         with self._walk(parts, shown=shown) as walk:
             if walk.name is None:
@@ -383,9 +480,9 @@ class Workspace:
         """Replace (or create) a file with ``text`` as UTF-8; returns ``(normalised path, bytes)``.
 
         Missing parent directories are created. The write is atomic: a temporary sibling is written and
-        renamed over the target.
+        renamed over the target. What the write adds to the workspace counts against its quota.
         """
-        parts = _split(path, field="path", allow_root=False)
+        parts = _split(path, field="path", allow_root=False, limits=self.limits)
         shown = _display(parts)
         if not isinstance(text, str):
             raise ToolArgsError(['"text" must be a string'])
@@ -396,10 +493,11 @@ class Workspace:
         if len(data) > self.limits.max_write_bytes:
             cap = self.limits.max_write_bytes
             raise _failed(f"text is {len(data)} bytes, over the {cap}-byte write limit")
-        with self._walk(parts, shown=shown, create_dirs=True) as walk:
+        with self._write_lock, self._walk(parts, shown=shown, create_dirs=True) as walk:
             if walk.name is None:
                 raise _failed(f"{shown!r} is a directory, not a file")
             mode = 0o644
+            used = 0
             with contextlib.suppress(FileNotFoundError):
                 info = os.stat(walk.name, dir_fd=walk.dir_fd, follow_symlinks=False)
                 if stat.S_ISDIR(info.st_mode):
@@ -407,8 +505,24 @@ class Workspace:
                 if not stat.S_ISREG(info.st_mode):
                     raise _failed(f"{shown!r} is not a regular file; refusing to replace it")
                 mode = stat.S_IMODE(info.st_mode)
-            self._replace(walk.dir_fd, walk.name, data, mode)
+                used = _cost(info.st_size)
+            added = _cost(len(data)) - used
+            self._charge(added, shown, f"writing {len(data)} bytes")
+            try:
+                self._replace(walk.dir_fd, walk.name, data, mode)
+            except BaseException:
+                self.grown -= added
+                raise
         return shown, len(data)
+
+    def _charge(self, cost: int, shown: str, what: str) -> None:
+        """Count ``cost`` bytes against the quota, or refuse (the caller holds the write lock)."""
+        quota = self.limits.max_workspace_bytes
+        if cost > 0 and self.grown + cost > quota:
+            raise _failed(f"{shown!r}: {what} would take the workspace past its quota: the workspace tools "
+                          f"may add {quota} bytes in all (max_workspace_bytes) and have added {self.grown}; "
+                          "overwrite or shorten existing files instead")
+        self.grown += cost
 
     @staticmethod
     def _replace(dir_fd: int, name: str, data: bytes, mode: int) -> None:
@@ -429,40 +543,41 @@ class Workspace:
 
     # -- listing and searching --------------------------------------------------------------------
 
-    @staticmethod
-    def _files(top_fd: int, prefix: list[str]) -> Iterator[tuple[str, int]]:
-        """Yield ``(root-relative path, parent fd)`` for the regular files under ``top_fd``, depth first and
-        sorted per directory, skipping VCS directories. Links are yielded with ``-1`` as parent fd so that
-        the caller resolves them through :meth:`_walk`; directory links are never descended (no cycles,
-        no escapes)."""
-        stack: list[tuple[int, list[str]]] = [(top_fd, prefix)]
-        owned: list[int] = []
-        try:
-            while stack:
-                fd, rel = stack.pop()
+    def _files(self, top: list[str], checkpoint: Checkpoint) -> Iterator[tuple[str, int]]:
+        """Yield ``(root-relative path, parent fd)`` for the regular files under the real directory ``top``,
+        depth first and sorted per directory, skipping VCS directories, names that are not UTF-8 and
+        directories deeper than ``max_path_depth``. Links are yielded with ``-1`` as parent fd so that
+        the caller resolves them through :meth:`_walk`; directory links are never descended (no
+        cycles, no escapes). One directory is open at a time: each is reopened from the root when its
+        turn comes (``O_NOFOLLOW`` on every component, so a directory swapped for a link meanwhile is
+        skipped, never followed). ``checkpoint`` runs before each directory (it raises to stop)."""
+        stack: list[list[str]] = [top]
+        max_depth = self.limits.max_path_depth
+        while stack:
+            checkpoint()
+            logical = stack.pop()
+            try:
+                fd = self._open_logical(logical, shown="/".join(logical) or ".")
+            except (ToolError, OSError):
+                continue  # (it vanished or changed since it was listed)
+            try:
                 with os.scandir(fd) as scan:
                     entries = sorted(scan, key=lambda entry: entry.name)
-                subdirs: list[tuple[int, list[str]]] = []
+                subdirs: list[list[str]] = []
                 for entry in entries:
-                    path = "/".join([*rel, entry.name])
+                    if lone_surrogate(entry.name) >= 0:
+                        continue  # (a name that is not UTF-8: no path a model sends can name it)
+                    path = "/".join([*logical, entry.name])
                     if entry.is_symlink():
                         yield path, -1
                     elif entry.is_dir(follow_symlinks=False):
-                        if entry.name in _SKIPPED_DIRS:
-                            continue
-                        try:
-                            child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
-                        except OSError:
-                            continue
-                        owned.append(child)
-                        subdirs.append((child, [*rel, entry.name]))
+                        if entry.name not in _SKIPPED_DIRS and len(logical) < max_depth:
+                            subdirs.append([*logical, entry.name])
                     elif entry.is_file(follow_symlinks=False) and not _TEMP.fullmatch(entry.name):
                         yield path, fd
-                stack.extend(reversed(subdirs))
-        finally:
-            for fd in owned:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            finally:
+                os.close(fd)
+            stack.extend(reversed(subdirs))
 
     def _link_is_file(self, path: str) -> bool:
         """Whether a link found while listing resolves, inside the root, to a regular file."""
@@ -475,12 +590,13 @@ class Workspace:
         except (ToolError, OSError):
             return False
 
-    def _scan(self, dir_path: object, visit: Callable[[str, int, str], bool]) -> None:
+    def _scan(self, dir_path: object, visit: Callable[[str, int, str], bool],
+              checkpoint: Checkpoint) -> None:
         """Call ``visit(path, parent_fd, name)`` for every listable file under ``dir_path`` until it returns
         ``False``. ``dir_path`` may also name a single file."""
         if dir_path is None:
             dir_path = "."
-        parts = _split(dir_path, field="dir", allow_root=True)
+        parts = _split(dir_path, field="dir", allow_root=True, limits=self.limits)
         shown = _display(parts)
         with self._walk(parts, shown=shown) as walk:
             if walk.name is not None:
@@ -491,25 +607,28 @@ class Workspace:
                 if stat.S_ISREG(info.st_mode):
                     visit(walk.relative(walk.name), walk.dir_fd, walk.name)
                     return
-            top = self._open_target_dir(walk, shown)
-            base = [*walk.logical, walk.name] if walk.name is not None else list(walk.logical)
-            try:
-                for path, parent_fd in self._files(top, base):
-                    name = path.rsplit("/", 1)[-1]
-                    if parent_fd == -1:
-                        if not self._link_is_file(path):
-                            continue
-                        with self._walk(path.split("/"), shown=path) as link_walk:
-                            if link_walk.name is None or not visit(path, link_walk.dir_fd, link_walk.name):
-                                return
-                        continue
-                    if not visit(path, parent_fd, name):
+                if not stat.S_ISDIR(info.st_mode):
+                    raise _failed(f"{shown!r} is not a directory")
+            top = [*walk.logical, walk.name] if walk.name is not None else list(walk.logical)
+        for path, parent_fd in self._files(top, checkpoint):
+            name = path.rsplit("/", 1)[-1]
+            if parent_fd == -1:
+                if not self._link_is_file(path):
+                    continue
+                with self._walk(path.split("/"), shown=path) as link_walk:
+                    if link_walk.name is None or not visit(path, link_walk.dir_fd, link_walk.name):
                         return
-            finally:
-                os.close(top)
+                continue
+            if not visit(path, parent_fd, name):
+                return
 
-    def list_files(self, dir_path: object = None) -> tuple[list[str], bool]:
-        """Root-relative paths of the files under ``dir_path``, sorted, and whether the list was cut."""
+    def list_files(self, dir_path: object = None, *,
+                   checkpoint: Checkpoint = _no_checkpoint) -> tuple[list[str], bool]:
+        """Root-relative paths of the files under ``dir_path``, sorted, and whether the list was cut.
+
+        ``checkpoint`` is called between directories; whatever it raises stops the listing (the tool
+        passes anyio's cancellation check).
+        """
         found: list[str] = []
         truncated = False
         cap = self.limits.max_list_files
@@ -522,37 +641,71 @@ class Workspace:
             found.append(path)
             return True
 
-        self._scan(dir_path, visit)
+        self._scan(dir_path, visit, checkpoint)
         return sorted(found), truncated
 
-    def grep(self, pattern: object, dir_path: object = None) -> tuple[list[GrepMatch], bool]:
-        """Lines matching the regular expression ``pattern`` (``re.search``) in text files under
-        ``dir_path``; binary, non-UTF-8 and over-size files are skipped. Returns the matches in path and
-        line order and whether the search was cut (``max_grep_matches`` or ``max_grep_seconds``)."""
+    def compile_pattern(self, pattern: object) -> Any:
+        """The RE2 regex for a grep ``pattern``, or :class:`ToolArgsError` saying what to change."""
         if not isinstance(pattern, str):
             raise ToolArgsError(['"pattern" must be a string'])
         if pattern == "":
             raise ToolArgsError(['"pattern" must not be empty'])
+        most = self.limits.max_grep_pattern_chars
+        if len(pattern) > most:
+            raise ToolArgsError([f'"pattern" is {len(pattern)} characters, over the {most} a grep pattern '
+                                 "may have (max_grep_pattern_chars)"])
+        if lone_surrogate(pattern) >= 0:
+            raise ToolArgsError(['"pattern" holds a lone surrogate, which is not Unicode text'])
         try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ToolArgsError([f'"pattern" is not a valid Python regular expression: {exc}']) from exc
+            regex = re2.compile(pattern, options=_RE2_OPTIONS)
+        except re2.error as exc:
+            raise ToolArgsError([_pattern_problem(pattern, exc)]) from None
+        if regex.programsize > _MAX_PROGRAM:
+            raise ToolArgsError([f'"pattern" is too complex: it compiles to {regex.programsize} steps, over '
+                                 f"the {_MAX_PROGRAM} grep accepts (large counted repetitions like "
+                                 "{500} multiply it); simplify it"])
+        return regex
+
+    def grep(self, pattern: object, dir_path: object = None, *,
+             checkpoint: Checkpoint = _no_checkpoint) -> tuple[list[GrepMatch], bool]:
+        """:meth:`search` without the count of long lines: ``(matches, truncated)``."""
+        matches, truncated, _long = self.search(pattern, dir_path, checkpoint=checkpoint)
+        return matches, truncated
+
+    def search(self, pattern: object, dir_path: object = None, *,
+               checkpoint: Checkpoint = _no_checkpoint) -> tuple[list[GrepMatch], bool, int]:
+        """Lines matching the RE2 regular expression ``pattern`` (searched anywhere in the line) in text
+        files under ``dir_path``; binary, non-UTF-8 and over-size files are skipped, and so are lines
+        over ``max_grep_scan_chars``. Returns the matches in path and line order, whether the search
+        was cut (``max_grep_matches`` or ``max_grep_seconds``) and how many long lines were skipped.
+
+        ``checkpoint`` is called between directories and between lines; whatever it raises stops the
+        search. Each line takes time linear in its length (RE2), so a stop is never long in coming.
+        """
+        regex = self.compile_pattern(pattern)
         limits = self.limits
         matches: list[GrepMatch] = []
         truncated = False
+        long_lines = 0
+        scan_cap = limits.max_grep_scan_chars
         deadline = time.monotonic() + limits.max_grep_seconds
+        search = regex.search
 
         def visit(path: str, fd: int, name: str) -> bool:
-            nonlocal truncated
+            nonlocal truncated, long_lines
             try:
                 text = self._decode(self._read_bytes(fd, name, path, limits.max_grep_file_bytes), path)
             except (ToolError, OSError):
                 return True
             for number, line in enumerate(text.splitlines(), start=1):
+                checkpoint()
                 if time.monotonic() > deadline:
                     truncated = True
                     return False
-                if regex.search(line) is None:
+                if len(line) > scan_cap:
+                    long_lines += 1
+                    continue
+                if search(line) is None:
                     continue
                 if len(matches) >= limits.max_grep_matches:
                     truncated = True
@@ -562,10 +715,36 @@ class Workspace:
                 matches.append(GrepMatch(path, number, line))
             return True
 
-        self._scan(dir_path, visit)
+        self._scan(dir_path, visit, checkpoint)
         matches.sort(key=lambda match: (match.path, match.line))
-        return matches, truncated
+        return matches, truncated, long_lines
 
+
+#: RE2 refuses what needs backtracking; say which feature it was and what to do instead.
+_UNSUPPORTED: tuple[tuple[str, str], ...] = (
+    ("(?=", "lookahead (?=...)"), ("(?!", "negative lookahead (?!...)"),
+    ("(?<=", "lookbehind (?<=...)"), ("(?<!", "negative lookbehind (?<!...)"),
+    ("(?P=", "the named backreference (?P=name)"), ("(?>", "the atomic group (?>...)"),
+    ("(?x", "verbose mode (?x)"), ("(?#", "comments (?#...)"),
+)
+
+
+def _pattern_problem(pattern: str, exc: Exception) -> str:
+    raw = exc.args[0] if exc.args else exc
+    reason = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    engine = ("grep uses RE2, a linear-time engine, so that no pattern can stall a search; it has no "
+              "features that need backtracking")
+    for marker, feature in _UNSUPPORTED:
+        if marker in reason or (marker in pattern and "perl operator" in reason):
+            return f'"pattern" uses {feature}, which grep does not support: {engine}. Match the text directly'
+    if re.search(r"invalid escape sequence: \\[1-9]", reason):
+        return (f'"pattern" uses a backreference (\\1 ...), which grep does not support: {engine}. Match the '
+                "repeated text explicitly")
+    if "\\Z" in reason:
+        return '"pattern" uses \\Z, which RE2 spells \\z (end of text)'
+    if "bad repetition operator" in reason and re.search(r"[*+?}]\+", pattern):
+        return f'"pattern" uses a possessive quantifier (*+, ++, ?+), which grep does not support: {engine}'
+    return f'"pattern" is not a valid RE2 regular expression: {reason}'
 
 
 # -- the tool layer -------------------------------------------------------------------------------
@@ -574,6 +753,11 @@ _ROOT_RULE = (
     "Paths are relative to the workspace root and use '/' (for example \"docs/notes.md\"); absolute paths, "
     "'..' above the root and symbolic links leading outside the root are refused."
 )
+
+
+def _path_rule(limits: WorkspaceLimits) -> str:
+    return (f"{_ROOT_RULE} A path may have at most {limits.max_path_chars} characters and "
+            f"{limits.max_path_depth} components.")
 
 
 def _string(description: str, *, required: bool) -> dict[str, Any]:
@@ -597,7 +781,7 @@ def _size(limit: int) -> str:
 
 def _claim(workspace: Workspace, args: Any, *, write: bool) -> ResourceClaims | None:
     try:
-        parts = _split(args.get("path"), field="path", allow_root=False)
+        parts = _split(args.get("path"), field="path", allow_root=False, limits=workspace.limits)
     except ToolError:
         return None
     key = f"file:{workspace.root}/{_display(parts)}"
@@ -620,8 +804,9 @@ def _read_text_tool(ws: Workspace) -> ToolDefinition:
         name="read_text",
         description=(
             "Read a whole UTF-8 text file from the workspace; returns {path, text} with the text exactly as "
-            f"stored (line endings kept). {_ROOT_RULE} Files over {_size(ws.limits.max_read_bytes)}, binary "
-            "files and files that are not UTF-8 are errors; use grep to find lines in large files."
+            f"stored (line endings kept). {_path_rule(ws.limits)} Files over "
+            f"{_size(ws.limits.max_read_bytes)}, binary files and files that are not UTF-8 are errors; "
+            "use grep to find lines in large files."
         ),
         parameters={"path": _string("File to read, relative to the workspace root.", required=True)},
         output=ToolOutput(
@@ -647,7 +832,10 @@ def _write_text_tool(ws: Workspace) -> ToolDefinition:
         description=(
             "Create or replace a text file in the workspace with the given text (UTF-8); missing parent "
             "directories are created and the replacement is atomic. Returns {path, bytes} with the number "
-            f"of bytes written. {_ROOT_RULE} Texts over {_size(ws.limits.max_write_bytes)} are refused."
+            f"of bytes written. {_path_rule(ws.limits)} Texts over {_size(ws.limits.max_write_bytes)} "
+            "are refused, "
+            f"and so is a write that would take what the tools added to the workspace past "
+            f"{_size(ws.limits.max_workspace_bytes)} (files count in 4 KiB blocks)."
         ),
         parameters={
             "path": _string("File to write, relative to the workspace root.", required=True),
@@ -667,8 +855,9 @@ def _write_text_tool(ws: Workspace) -> ToolDefinition:
 
 def _list_files_tool(ws: Workspace) -> ToolDefinition:
     async def execute(args: Any, _ctx: Any) -> dict[str, Any]:
-        listing = ws.list_files
-        files, truncated = await anyio.to_thread.run_sync(listing, args.get("dir"), abandon_on_cancel=True)
+        # (not abandoned on cancellation: the thread checks for it between directories and stops)
+        files, truncated = await anyio.to_thread.run_sync(
+            functools.partial(ws.list_files, args.get("dir"), checkpoint=anyio.from_thread.check_cancelled))
         return {"files": files, "truncated": truncated}
 
     def render(_args: Any, value: Any) -> list[dict[str, Any]]:
@@ -682,7 +871,8 @@ def _list_files_tool(ws: Workspace) -> ToolDefinition:
         description=(
             "List the files under a workspace directory, recursively; returns {files, truncated} where "
             "files are sorted paths relative to the workspace root (ready for read_text). dir defaults to "
-            f"the root. {_ROOT_RULE} Links to directories are not descended and .git/.hg/.svn are skipped. "
+            f"the root. {_path_rule(ws.limits)} Links to directories are not descended and .git/.hg/.svn "
+            "are skipped. "
             f"At most {ws.limits.max_list_files} files are returned; truncated says the list was cut."
         ),
         parameters={"dir": _string('Directory to list, relative to the root (default ".").', required=False)},
@@ -702,16 +892,24 @@ def _grep_tool(ws: Workspace) -> ToolDefinition:
     limits = ws.limits
 
     async def execute(args: Any, _ctx: Any) -> dict[str, Any]:
-        matches, truncated = await anyio.to_thread.run_sync(
-            ws.grep, args["pattern"], args.get("dir"), abandon_on_cancel=True
-        )
+        # (not abandoned on cancellation: the thread checks for it between lines and stops)
+        ws.compile_pattern(args["pattern"])  # (a bad pattern fails here, before a thread is taken)
+        matches, truncated, long_lines = await anyio.to_thread.run_sync(functools.partial(
+            ws.search, args["pattern"], args.get("dir"), checkpoint=anyio.from_thread.check_cancelled))
         found = [{"path": m.path, "line": m.line, "text": m.text} for m in matches]
-        return {"matches": found, "truncated": truncated}
+        value: dict[str, Any] = {"matches": found, "truncated": truncated}
+        if long_lines:
+            value["long_lines"] = long_lines
+        return value
 
     def render(_args: Any, value: Any) -> list[dict[str, Any]]:
         lines = [f"{m['path']}:{m['line']}: {m['text']}" for m in value["matches"]] or ["(no matches)"]
         if value["truncated"]:
-            lines.append(f"(matches cut at {limits.max_grep_matches}; narrow the pattern or dir)")
+            lines.append(f"(search cut at {limits.max_grep_matches} matches or {limits.max_grep_seconds:g} "
+                         "seconds; narrow the pattern or dir)")
+        if value.get("long_lines"):
+            lines.append(f"({value['long_lines']} lines over {limits.max_grep_scan_chars} characters "
+                         "were not searched)")
         return [{"type": "text", "text": "\n".join(lines)}]
 
     match_schema = _object(
@@ -725,22 +923,26 @@ def _grep_tool(ws: Workspace) -> ToolDefinition:
     return define_tool(
         name="grep",
         description=(
-            "Search workspace text files for lines matching a Python regular expression (re.search, "
-            "case-sensitive; use (?i) for case-insensitive); returns {matches: [{path, line, text}], "
-            "truncated} in path and line order. dir is a directory (searched recursively) or one file and "
-            f"defaults to the root. {_ROOT_RULE} Binary, non-UTF-8 and files over "
-            f"{_size(limits.max_grep_file_bytes)} are skipped; at most {limits.max_grep_matches} matches "
-            f"are returned, a search stops after {limits.max_grep_seconds:g} seconds (truncated says the "
-            f"result was cut) and lines are cut at {limits.max_grep_line_chars} characters."
+            "Search workspace text files for lines containing a match of a regular expression in RE2 "
+            "syntax (Python's re syntax without backreferences or lookaround; \\w, \\d, \\s and \\b are "
+            "ASCII; case-sensitive, use (?i) for case-insensitive); returns {matches: [{path, line, "
+            "text}], truncated} in path and line order. dir is a directory (searched recursively) or one "
+            f"file and defaults to the root. {_path_rule(limits)} Binary, non-UTF-8 and files over "
+            f"{_size(limits.max_grep_file_bytes)} are skipped, and lines over "
+            f"{limits.max_grep_scan_chars} characters are not searched (long_lines counts them); at most "
+            f"{limits.max_grep_matches} matches are returned, a search stops after "
+            f"{limits.max_grep_seconds:g} seconds (truncated says the result was cut) and lines are cut "
+            f"at {limits.max_grep_line_chars} characters."
         ),
         parameters={
-            "pattern": _string("Python regular expression searched in each line.", required=True),
+            "pattern": _string("Regular expression (RE2 syntax) searched in each line.", required=True),
             "dir": _string('Directory or file to search, relative to the root (default ".").',
                            required=False),
         },
         output=ToolOutput(
             schema=_object(
-                {"matches": {"type": "array", "items": match_schema}, "truncated": _TRUNCATED},
+                {"matches": {"type": "array", "items": match_schema}, "truncated": _TRUNCATED,
+                 "long_lines": {"type": "integer", "description": "Lines too long to search, if any."}},
                 ["matches", "truncated"],
             ),
             render=render,

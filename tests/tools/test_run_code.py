@@ -321,6 +321,19 @@ async def test_persistent_sessions_keep_variables_per_agent() -> None:
         assert any(event.type == "code/session" for event in alice.events.events)
 
 
+async def test_calls_without_an_agent_never_share_a_session() -> None:
+    """With persistent sessions, two calls without an agent run on fresh workers: B never reads A's
+    variable, and agents still keep theirs."""
+    async with PythonCodeRuntime(persistent_sessions=True) as code_runtime, \
+            ToolRuntime("code", code_runtime=code_runtime) as rt:
+        assert not (await run(rt, "secret = 'from caller A'")).is_error
+        stolen = await run(rt, "return secret")
+        assert stolen.is_error and "secret" in stolen.error.message
+        alice = Agent("alice")
+        assert not (await run(rt, "n = 1", agent=alice)).is_error
+        assert (await run(rt, "return n + 1", agent=alice)).value["result"] == 2
+
+
 async def test_each_run_wakes_its_worker_ahead_of_the_program(
         code_runtime: PythonCodeRuntime, rt: ToolRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """run_code prewakes the warm worker before it sets up the run's lane and bindings."""

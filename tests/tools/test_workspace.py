@@ -416,7 +416,7 @@ def test_grep_on_a_single_file(ws: Workspace) -> None:
     assert [m.path for m in ws.grep("print", "src/app.py")[0]] == ["src/app.py"]
 
 
-@pytest.mark.parametrize(("pattern", "message"), [("(", "not a valid Python regular expression"),
+@pytest.mark.parametrize(("pattern", "message"), [("(", "not a valid RE2 regular expression"),
                                                   ("", "must not be empty"), (3, "must be a string")])
 def test_grep_rejects_bad_patterns(ws: Workspace, pattern: object, message: str) -> None:
     """It rejects invalid patterns as invalid arguments."""
@@ -486,7 +486,7 @@ async def test_tools_round_trip_through_the_pipeline(rt: ToolRuntime, tree: tupl
         ("read_text", {}, "INVALID_ARGS", 'missing required property "path"'),
         ("write_text", {"path": "link_out_abs", "text": "x"}, "DENIED", "points outside"),
         ("list_files", {"dir": "../outside"}, "DENIED", "escapes"),
-        ("grep", {"pattern": "("}, "INVALID_ARGS", "not a valid Python regular expression"),
+        ("grep", {"pattern": "("}, "INVALID_ARGS", "not a valid RE2 regular expression"),
         ("read_text", {"path": "missing.txt"}, "TOOL_FAILED", "does not exist"),
     ],
 )
