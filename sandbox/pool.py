@@ -39,6 +39,7 @@ from .errors import SandboxClosedError, SandboxStartError, SandboxUsageError
 from .health import HealthEvent, HealthEventKind, RestartPolicy, SandboxHealth
 from .host import DEFAULT_EXECUTOR, WorkerHandle
 from .limits import DEFAULT_LIMITS, SandboxLimits
+from .lossless import lone_surrogate
 from .results import RunResult
 from .session import SandboxSession, died_unseen, failed_result
 
@@ -482,6 +483,8 @@ def _check_arguments(program: object, tool_names: object, call_tool: object, lim
     names = tuple(tool_names)
     if any(type(name) is not str for name in names):
         raise SandboxUsageError("tool_names must contain only str")
+    if any(lone_surrogate(name) >= 0 for name in names):
+        raise SandboxUsageError("tool_names must be Unicode text: a name holds a lone surrogate")
     if not (callable(call_tool) or (isinstance(call_tool, CooperativeCallTool)
                                     and callable(call_tool.handler))):
         raise SandboxUsageError("call_tool must be an async callable (name, args) -> value "

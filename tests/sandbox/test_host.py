@@ -483,6 +483,7 @@ async def test_finished_workers_are_reaped_promptly(sandbox: Sandbox) -> None:
         ({"program": b"return 1"}, "program must be a str"),
         ({"tool_names": "echo"}, "tool_names must be a sequence of str"),
         ({"tool_names": ["echo", 3]}, "tool_names must contain only str"),
+        ({"tool_names": ["echo", "\ud800"]}, "a name holds a lone surrogate"),
         ({"call_tool": "not callable"}, "call_tool must be"),
         ({"limits": {"wall_seconds": 1}}, "limits must be a SandboxLimits"),
         ({"cancel": object()}, "cancel must have"),

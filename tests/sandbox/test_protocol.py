@@ -173,7 +173,9 @@ def test_cancel_frames_are_rebuilt() -> None:
     assert parse_worker_frame(b'{"type":"cancel","id":3,"evil":1}') == CancelFrame(id=3)
 
 
-_any_text = st.text(alphabet=st.characters(blacklist_categories=()), max_size=40)
+# Any text a program or a tool name can hold: every code point but lone surrogates (refused earlier, with
+# a syntax error for programs and a usage error for names).
+_any_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
 _limits = st.builds(SandboxLimits, cpu_seconds=st.floats(0.01, 1e6) | st.integers(1, 10**6),
                     memory_bytes=st.integers(32 << 20, 1 << 40), log_bytes=st.integers(64, 1 << 30),
                     result_bytes=st.integers(16, 1 << 20), frame_bytes=st.integers(1 << 21, 1 << 30))
