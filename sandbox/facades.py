@@ -172,6 +172,26 @@ def _check_awaitable(awaitable: object, where: str) -> None:
                         f"async functions), not {type(awaitable).__name__!r}")
 
 
+class _ProgramExit(Exception):
+    """A ``SystemExit``/``KeyboardInterrupt`` a program raised inside a task, carried as an ordinary error.
+
+    asyncio re-raises those two out of the event loop when they leave a task (ending the worker, or
+    the host's loop in process), where no ``try`` of the program can catch them; the facade carries
+    them to the awaiting program instead (:func:`_released`), where they are raised as they were.
+    """
+
+
+async def _contained(coro: Coroutine[Any, Any, Any]) -> Any:
+    try:
+        return await coro
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise _ProgramExit(exc) from None
+
+
+def _released(error: BaseException) -> BaseException:
+    return error.args[0] if type(error) is _ProgramExit else error
+
+
 class TaskRegistry:
     """The tasks one run started through the asyncio facade; :meth:`aclose` cancels the leftovers."""
 
@@ -179,7 +199,7 @@ class TaskRegistry:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
+        task = asyncio.ensure_future(_contained(coro))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -225,11 +245,13 @@ def _gather(*awaitables: object, return_exceptions: bool = False) -> SafeAwaitab
     async def wait() -> list[Any]:
         try:
             results = await asyncio.gather(*tasks, return_exceptions=return_exceptions)
-        except BaseException:
+        except BaseException as exc:
             for task in tasks:
                 task.cancel()
+            if type(exc) is _ProgramExit:
+                raise _released(exc) from None
             raise
-        return list(results)
+        return [_released(item) if type(item) is _ProgramExit else item for item in results]
 
     return SafeAwaitable(wait, "asyncio.gather(...)")
 
@@ -242,8 +264,13 @@ def _sleep(delay: float, result: object = None) -> SafeAwaitable:
 def _wait_for(awaitable: object, timeout: float | None) -> SafeAwaitable:
     _check_awaitable(awaitable, "asyncio.wait_for()")
     seconds = _number(timeout, "asyncio.wait_for() timeout", optional=True)
-    return SafeAwaitable(lambda: asyncio.wait_for(coroutine_of(awaitable, "asyncio.wait_for()"), seconds),
-                         "asyncio.wait_for(...)")
+    async def wait() -> Any:
+        try:
+            return await asyncio.wait_for(_contained(coroutine_of(awaitable, "asyncio.wait_for()")), seconds)
+        except _ProgramExit as exc:
+            raise _released(exc) from None
+
+    return SafeAwaitable(wait, "asyncio.wait_for(...)")
 
 
 def _as_completed(awaitables: Iterable[object], *, timeout: float | None = None) -> Any:
@@ -262,7 +289,10 @@ def _as_completed(awaitables: Iterable[object], *, timeout: float | None = None)
             task = await finished.get()
         else:
             task = await asyncio.wait_for(finished.get(), max(0.0, deadline - loop.time()))
-        return task.result()
+        try:
+            return task.result()
+        except _ProgramExit as exc:
+            raise _released(exc) from None
 
     return iter([SafeAwaitable(next_done, "asyncio.as_completed(...) item") for _ in items])
 

@@ -153,6 +153,18 @@ def _surrogate_reason(text: str, index: int) -> str:
             "UTF-8 form); remove it, or carry binary data as base64")
 
 
+def _describe_key(key: object) -> str:
+    """A non-string key for an error message, without running any code of the key's class.
+
+    The key may be a program's object: its ``__repr__`` is program code (which may raise, or never end)
+    and a wide int has no decimal form; only small exact scalars are shown by value.
+    """
+    kind = type(key)
+    if key is None or kind is bool or kind is float or (kind is int and key.bit_length() <= 64):  # type: ignore[attr-defined]
+        return repr(key)
+    return f"of type {kind.__name__!r}"
+
+
 def _key_path(path: str, key: str) -> str:
     if key.isidentifier():
         return f"{path}.{key}"
@@ -362,7 +374,8 @@ def _full_snapshot(value: object, dict_type: type[dict[str, Any]], list_type: ty
         for key, child in frame.children:
             if is_dict:
                 if type(key) is not str:
-                    raise LosslessJsonError(_path(root, stack), f"object key {key!r} is not a string")
+                    raise LosslessJsonError(_path(root, stack),
+                                            f"object key {_describe_key(key)} is not a string")
                 index = lone_surrogate(key)
                 if index >= 0:
                     raise LosslessJsonError(_path(root, stack),

@@ -1,0 +1,151 @@
+"""Red-team findings: a program that makes its own worker (or an in-process host) misbehave.
+
+Each attack is proven real first (what it does under plain CPython, or to the code it targets), then
+run in process (``run_program``, which must return an outcome whatever the program does) and through
+a real worker, where the run must end with the program's own, specific error and a persistent
+session must keep its worker.
+
+* A program class's ``__repr__`` (or a wide int) as a key of the result: the result check used to
+  ``repr`` the key for its message, so program code ran after the program ended, outside every handler:
+  an exception there (or an int too wide for ``repr``) escaped ``run_program`` and ended the worker.
+* ``SystemExit``/``KeyboardInterrupt`` raised inside a task the asyncio facade started: asyncio
+  re-raises those two out of the event loop, past every ``try`` of the program, ending the worker (and
+  an in-process host's loop).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from codemode.sandbox import Sandbox, SandboxSession
+from codemode.sandbox.interpreter import compile_program, run_program
+from codemode.sandbox.lossless import LosslessJsonError, snapshot
+from tests.sandbox.escapes.conftest import TOOL_NAMES, fake_call_tool
+
+pytestmark = pytest.mark.anyio
+
+_RAISING_KEY = """
+class K:
+    def __repr__(self):
+        raise ValueError("raised by the program after it ended")
+return {K(): 1}
+"""
+_EXITING_KEY = """
+class K:
+    def __repr__(self):
+        raise SystemExit(0)
+return {K(): 1}
+"""
+_WIDE_KEY = "return {10 ** 5000: 1}"
+
+#: (program, what the run's error must say)
+RESULT_KEYS = {
+    "repr-raises": (_RAISING_KEY, "object key of type 'K' is not a string"),
+    "repr-exits": (_EXITING_KEY, "object key of type 'K' is not a string"),
+    "wide-int": (_WIDE_KEY, "object key of type 'int' is not a string"),
+}
+
+_TASK_EXIT = """
+import asyncio
+async def leave():
+    raise {exc}
+try:
+    await {how}
+except BaseException as exc:
+    return "caught " + type(exc).__name__
+return "not raised"
+"""
+TASK_EXITS = {
+    f"{how}-{exc}": _TASK_EXIT.format(exc=exc, how=expr)
+    for exc in ("SystemExit", "KeyboardInterrupt")
+    for how, expr in (("gather", "asyncio.gather(leave())"),
+                      ("wait_for", "asyncio.wait_for(leave(), 5)"),
+                      ("as_completed", "list(asyncio.as_completed([leave()]))[0]"))
+}
+
+
+async def _in_process(program: str) -> tuple[object, str | None, str | None]:
+    logs: list[str] = []
+    with anyio.fail_after(20):
+        outcome = await run_program(compile_program(textwrap.dedent(program).strip()), tool_names=TOOL_NAMES,
+                                    call_tool=fake_call_tool, log=logs.append)
+    return outcome.value, outcome.error_kind, outcome.error_message
+
+
+@pytest.fixture(scope="module")
+async def session_box() -> AsyncIterator[tuple[Sandbox, SandboxSession]]:
+    async with Sandbox(warm=1) as sandbox, sandbox.open_session() as session:
+        yield sandbox, session
+
+
+class _Key:
+    def __repr__(self) -> str:
+        raise ValueError("ran")
+
+
+def test_the_result_check_runs_no_code_of_a_key() -> None:
+    """The target is real: a key's ``__repr__`` would run in the check; now only its type is named."""
+    with pytest.raises(ValueError, match="ran"):
+        repr(_Key())
+    with pytest.raises(LosslessJsonError, match="object key of type '_Key' is not a string"):
+        snapshot({_Key(): 1})
+    with pytest.raises(ValueError):
+        repr(10 ** 5000)  # (CPython's int-to-text limit: the old message raised this)
+    with pytest.raises(LosslessJsonError, match="object key 7 is not a string"):
+        snapshot({7: 1})
+
+
+@pytest.mark.parametrize("case", sorted(RESULT_KEYS))
+async def test_a_result_key_cannot_run_code_after_the_program(
+        case: str, session_box: tuple[Sandbox, SandboxSession]) -> None:
+    program, expected = RESULT_KEYS[case]
+    value, kind, message = await _in_process(program)
+    assert (kind, value) == ("invalid-output", None)
+    assert message is not None and expected in message
+    sandbox, session = session_box
+    for opened in (None, session):
+        with anyio.fail_after(30):
+            result = await sandbox.run(textwrap.dedent(program).strip(), tool_names=TOOL_NAMES,
+                                       call_tool=fake_call_tool, session=opened)
+        assert result.error is not None and result.error.kind == "invalid-output", result
+        assert expected in result.error.message
+    with anyio.fail_after(30):
+        after = await sandbox.run("return 'still here'", tool_names=TOOL_NAMES, call_tool=fake_call_tool,
+                                  session=session)
+    assert after.value == "still here" and not after.stats.session_restarted
+
+
+def test_plain_asyncio_lets_a_task_exit_escape_every_try() -> None:
+    """The attack is real: under plain asyncio the program's ``try`` never sees it; the loop ends."""
+    body = textwrap.indent(TASK_EXITS["gather-SystemExit"].strip(), "    ")
+    script = f"import asyncio\nasync def main():\n{body}\nprint(asyncio.run(main()))\nprint('survived')\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert "caught" not in done.stdout and "survived" not in done.stdout, done
+
+
+@pytest.mark.parametrize("case", sorted(TASK_EXITS))
+async def test_an_exit_raised_in_a_task_reaches_the_program(
+        case: str, session_box: tuple[Sandbox, SandboxSession]) -> None:
+    """In the sandbox the program catches it where it awaits, as any other error."""
+    expected = "caught " + case.rsplit("-", 1)[1]
+    value, kind, message = await _in_process(TASK_EXITS[case])
+    assert (value, kind) == (expected, None), message
+    sandbox, session = session_box
+    with anyio.fail_after(30):
+        result = await sandbox.run(textwrap.dedent(TASK_EXITS[case]).strip(), tool_names=TOOL_NAMES,
+                                   call_tool=fake_call_tool, session=session)
+    assert result.error is None and result.value == expected, result
+    assert not result.stats.session_restarted
+
+
+async def test_an_uncaught_exit_in_a_task_is_the_program_error() -> None:
+    program = "import asyncio\nasync def leave():\n    raise SystemExit(3)\nawait asyncio.gather(leave())"
+    value, kind, message = await _in_process(program)
+    assert value is None and kind == "exception" and message is not None and message.endswith("SystemExit: 3")
