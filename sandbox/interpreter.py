@@ -230,6 +230,13 @@ def _result(value: object) -> ProgramOutcome:
                               f"the program's result is not lossless JSON: {exc}")
     except RecursionError:
         return ProgramOutcome(None, False, "invalid-output", "the program's result could not be checked")
+    except MemoryError:
+        raise
+    except Exception as exc:
+        # Program code can still run while the value is checked (the collector finalises a suspended
+        # generator: its ``finally`` may change the value under the walk); it must not end the worker.
+        return ProgramOutcome(None, False, "invalid-output",
+                              f"the program's result changed while it was checked ({type(exc).__name__})")
     return ProgramOutcome(value=clean, has_value=True)
 
 

@@ -8,6 +8,9 @@ session must keep its worker.
 * A program class's ``__repr__`` (or a wide int) as a key of the result: the result check used to
   ``repr`` the key for its message, so program code ran after the program ended, outside every handler:
   an exception there (or an int too wide for ``repr``) escaped ``run_program`` and ended the worker.
+* A suspended generator whose ``finally`` changes the result: the collector finalises it while the
+  result is copied (allocation-driven, so no call of the program is needed), the copy's walk raised
+  ``RuntimeError`` (a dict changed size during iteration) out of ``run_program`` and ended the worker.
 * ``SystemExit``/``KeyboardInterrupt`` raised inside a task the asyncio facade started: asyncio
   re-raises those two out of the event loop, past every ``try`` of the program, ending the worker (and
   an in-process host's loop).
@@ -43,12 +46,30 @@ class K:
 return {K(): 1}
 """
 _WIDE_KEY = "return {10 ** 5000: 1}"
+_FINALISER = """
+result = {}
+for i in range(20000):
+    result["a" + str(i)] = [i]
+def g():
+    try:
+        yield 1
+    finally:
+        result["late" + str(len(result))] = 1
+def arm():
+    it = g()
+    next(it)
+    box = [it]
+    box.append(box)
+arm()
+return result
+"""
 
 #: (program, what the run's error must say)
 RESULT_KEYS = {
     "repr-raises": (_RAISING_KEY, "object key of type 'K' is not a string"),
     "repr-exits": (_EXITING_KEY, "object key of type 'K' is not a string"),
     "wide-int": (_WIDE_KEY, "object key of type 'int' is not a string"),
+    "finaliser-changes-result": (_FINALISER, "the program's result changed while it was checked"),
 }
 
 _TASK_EXIT = """
