@@ -27,7 +27,7 @@ import anyio
 import pytest
 
 from codemode.sandbox import Sandbox, SandboxSession
-from codemode.sandbox.interpreter import compile_program, run_program
+from codemode.sandbox.interpreter import ProgramCompileError, compile_program, run_program
 from codemode.sandbox.lossless import LosslessJsonError, snapshot
 from tests.sandbox.escapes.conftest import TOOL_NAMES, fake_call_tool
 
@@ -170,3 +170,45 @@ async def test_an_uncaught_exit_in_a_task_is_the_program_error() -> None:
     program = "import asyncio\nasync def leave():\n    raise SystemExit(3)\nawait asyncio.gather(leave())"
     value, kind, message = await _in_process(program)
     assert value is None and kind == "exception" and message is not None and message.endswith("SystemExit: 3")
+
+
+# -- class keywords ----------------------------------------------------------------------------------
+
+#: Private class keywords are host switches: each payload works under plain CPython (what it returns
+#: there is checked), and is refused at compile time in the sandbox.
+PRIVATE_CLASS_KEYWORDS = {
+    # an enum class made from a plain namespace: its "members" stay raw values
+    "enum-simple": ("import enum\nclass E(enum.Enum, _simple=True):\n    a = 1\nreturn type(E.a).__name__",
+                    "int"),
+    # a typing alias subclass: program-writable, and it forwards every public write to its origin
+    "typing-root": ("import typing, string\nclass G(type(typing.List[int]), _root=True):\n    pass\n"
+                    "g = G(string.Template, ())\ng.planted = 1\nok = string.Template.planted\n"
+                    "del string.Template.planted\nreturn ok", 1),
+    "splat": ("import enum\nclass E(enum.Enum, **{'_simple': True}):\n    a = 1\nreturn type(E.a).__name__",
+              "int"),
+}
+
+
+def _plain_value(program: str) -> object:
+    namespace: dict[str, object] = {}
+    exec(compile("def attack():\n" + textwrap.indent(program, "    "), "<plain>", "exec"), namespace)
+    return namespace["attack"]()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("case", sorted(PRIVATE_CLASS_KEYWORDS))
+async def test_private_class_keywords_are_refused(case: str) -> None:
+    program, plain = PRIVATE_CLASS_KEYWORDS[case]
+    assert _plain_value(program) == plain
+    with pytest.raises(ProgramCompileError, match="class keyword"):
+        compile_program(program)
+
+
+async def test_public_class_keywords_reach_the_class_as_in_cpython() -> None:
+    """They used to be dropped silently (``total=False`` meant nothing); now CPython's answer."""
+    program = "import string\nclass T(string.Template, foo=1):\n    pass\nreturn 1"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'foo'"):
+        _plain_value(program)
+    value, kind, message = await _in_process(program)
+    assert value is None and kind == "exception" and message is not None
+    assert message.endswith("got an unexpected keyword argument 'foo'")
+    assert "line 2, in <program>" in message
