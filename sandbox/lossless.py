@@ -162,7 +162,13 @@ def _describe_key(key: object) -> str:
     kind = type(key)
     if key is None or kind is bool or kind is float or (kind is int and key.bit_length() <= 64):  # type: ignore[attr-defined]
         return repr(key)
-    return f"of type {kind.__name__!r}"
+    return f"of type {_type_name(kind)!r}"
+
+
+def _type_name(kind: type) -> str:
+    """``kind.__name__`` as an exact ``str``: a class the enum API named with a program's ``str``
+    subclass would run that subclass's ``__str__``/``__repr__`` when formatted."""
+    return str.__str__(kind.__name__)
 
 
 def _key_path(path: str, key: str) -> str:
@@ -193,7 +199,7 @@ def _check_scalar(value: object, path: str) -> object:
         return value
     if isinstance(value, dict | list):
         return _CONTAINER
-    raise LosslessJsonError(path, f"{kind.__name__} is not a JSON value")
+    raise LosslessJsonError(path, f"{_type_name(kind)} is not a JSON value")
 
 
 _CONTAINER = object()

@@ -8,6 +8,9 @@ session must keep its worker.
 * A program class's ``__repr__`` (or a wide int) as a key of the result: the result check used to
   ``repr`` the key for its message, so program code ran after the program ended, outside every handler:
   an exception there (or an int too wide for ``repr``) escaped ``run_program`` and ended the worker.
+* A class the enum API named with a program's ``str`` subclass (``enum.Enum(S("Boom"), "A")``), or an
+  exception whose ``__str__`` returns one: formatting the name or message for the run's error ran
+  the subclass's ``__str__``/``__repr__`` (``SystemExit`` there ended the worker).
 * A suspended generator whose ``finally`` changes the result: the collector finalises it while the
   result is copied (allocation-driven, so no call of the program is needed), the copy's walk raised
   ``RuntimeError`` (a dict changed size during iteration) out of ``run_program`` and ended the worker.
@@ -64,12 +67,40 @@ arm()
 return result
 """
 
+_ARMED_NAME = """
+import enum
+armed = []
+class S(str):
+    def __str__(self):
+        if armed:
+            raise SystemExit("str")
+        return "Boom"
+    def __repr__(self):
+        if armed:
+            raise SystemExit("repr")
+        return "'Boom'"
+E = enum.Enum(S("Boom"), "A"{mixin})
+armed.append(1)
+"""
+
 #: (program, what the run's error must say)
 RESULT_KEYS = {
     "repr-raises": (_RAISING_KEY, "object key of type 'K' is not a string"),
     "repr-exits": (_EXITING_KEY, "object key of type 'K' is not a string"),
     "wide-int": (_WIDE_KEY, "object key of type 'int' is not a string"),
     "finaliser-changes-result": (_FINALISER, "the program's result changed while it was checked"),
+    "str-subclass-type-name": (_ARMED_NAME.format(mixin="") + "return E.A", "Boom is not a JSON value"),
+    "str-subclass-key-type-name": (_ARMED_NAME.format(mixin="") + "return {E.A: 1}",
+                                   "object key of type 'Boom' is not a string"),
+}
+
+#: Exceptions whose name or message is a program's str subclass: (program, how the run's error ends)
+ODD_EXCEPTIONS = {
+    "str-subclass-name": (_ARMED_NAME.format(mixin=", type=ValueError") + "raise E.A",
+                          "Boom: <unprintable message>"),
+    "str-subclass-message": ("class S(str):\n    def __str__(self):\n        raise SystemExit('str')\n"
+                             "class E(Exception):\n    def __str__(self):\n        return S('message')\n"
+                             "raise E()", "E: message"),
 }
 
 _TASK_EXIT = """
@@ -140,6 +171,19 @@ async def test_a_result_key_cannot_run_code_after_the_program(
         after = await sandbox.run("return 'still here'", tool_names=TOOL_NAMES, call_tool=fake_call_tool,
                                   session=session)
     assert after.value == "still here" and not after.stats.session_restarted
+
+
+@pytest.mark.parametrize("case", sorted(ODD_EXCEPTIONS))
+async def test_an_exception_is_reported_without_running_its_text_hooks(
+        case: str, session_box: tuple[Sandbox, SandboxSession]) -> None:
+    program, ending = ODD_EXCEPTIONS[case]
+    value, kind, message = await _in_process(program)
+    assert value is None and kind == "exception" and message is not None and message.endswith(ending)
+    sandbox, session = session_box
+    with anyio.fail_after(30):
+        result = await sandbox.run(program, tool_names=TOOL_NAMES, call_tool=fake_call_tool, session=session)
+    assert result.error is not None and result.error.kind == "exception", result
+    assert result.error.message.endswith(ending) and not result.stats.session_restarted
 
 
 def test_plain_asyncio_lets_a_task_exit_escape_every_try() -> None:
