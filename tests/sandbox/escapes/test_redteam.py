@@ -14,6 +14,9 @@ session must keep its worker.
 * A suspended generator whose ``finally`` changes the result: the collector finalises it while the
   result is copied (allocation-driven, so no call of the program is needed), the copy's walk raised
   ``RuntimeError`` (a dict changed size during iteration) out of ``run_program`` and ended the worker.
+* A session's ``tools`` kept from an earlier run (``keep = tools``): its calls went out under that run's
+  ids and their replies to the run in progress, so the call never ended (the session's worker was
+  killed at the wall-clock budget) or took another call's reply.
 * ``SystemExit``/``KeyboardInterrupt`` raised inside a task the asyncio facade started: asyncio
   re-raises those two out of the event loop, past every ``try`` of the program, ending the worker (and
   an in-process host's loop).
@@ -29,7 +32,7 @@ from collections.abc import AsyncIterator
 import anyio
 import pytest
 
-from codemode.sandbox import Sandbox, SandboxSession
+from codemode.sandbox import Sandbox, SandboxLimits, SandboxSession
 from codemode.sandbox.interpreter import ProgramCompileError, compile_program, run_program
 from codemode.sandbox.lossless import LosslessJsonError, snapshot
 from tests.sandbox.escapes.conftest import TOOL_NAMES, fake_call_tool
@@ -184,6 +187,24 @@ async def test_an_exception_is_reported_without_running_its_text_hooks(
         result = await sandbox.run(program, tool_names=TOOL_NAMES, call_tool=fake_call_tool, session=session)
     assert result.error is not None and result.error.kind == "exception", result
     assert result.error.message.endswith(ending) and not result.stats.session_restarted
+
+
+async def test_tools_of_an_earlier_session_run_are_refused(
+        session_box: tuple[Sandbox, SandboxSession]) -> None:
+    sandbox, session = session_box
+    limits = SandboxLimits(wall_seconds=5.0, cpu_seconds=3.0)
+    results = []
+    for program in ("kept = tools\nreturn 1",
+                    "mine = tools.search({'q': 1})\nreturn [await kept.search({'q': 2}), await mine]",
+                    "return await tools.search({'q': 3})"):
+        with anyio.fail_after(30):
+            results.append(await sandbox.run(program, tool_names=TOOL_NAMES, call_tool=fake_call_tool,
+                                             session=session, limits=limits))
+    refused = results[1].error
+    assert refused is not None and refused.kind == "exception", results[1]
+    assert "belongs to an earlier run of this session" in refused.message
+    assert results[2].value == {"tool": "search", "args": {"q": 3}}
+    assert not any(result.stats.session_restarted for result in results)
 
 
 def test_plain_asyncio_lets_a_task_exit_escape_every_try() -> None:
