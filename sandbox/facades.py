@@ -193,12 +193,21 @@ def _released(error: BaseException) -> BaseException:
 
 
 class TaskRegistry:
-    """The tasks one run started through the asyncio facade; :meth:`aclose` cancels the leftovers."""
+    """The tasks one run started through the asyncio facade; :meth:`aclose` cancels the leftovers.
+
+    A closed registry starts nothing: program code can still run after :meth:`aclose` (a generator's
+    ``finally`` run by the collector while the result is checked), and a task it started then would
+    live on into the next run of a session.
+    """
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        if self._closed:
+            coro.close()
+            raise RuntimeError("asyncio helpers are only available while a program runs")
         task = asyncio.ensure_future(_contained(coro))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -206,12 +215,15 @@ class TaskRegistry:
 
     async def aclose(self) -> None:
         """Cancel every unfinished task and wait for all of them (their errors are discarded)."""
-        while self._tasks:
-            pending = list(self._tasks)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            self._tasks.difference_update(pending)
+        try:
+            while self._tasks:
+                pending = list(self._tasks)
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                self._tasks.difference_update(pending)
+        finally:
+            self._closed = True
 
 
 #: The registry of the run in progress (set by the executor for the duration of a run).

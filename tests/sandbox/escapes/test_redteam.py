@@ -17,6 +17,9 @@ session must keep its worker.
 * A session's ``tools`` kept from an earlier run (``keep = tools``): its calls went out under that run's
   ids and their replies to the run in progress, so the call never ended (the session's worker was
   killed at the wall-clock budget) or took another call's reply.
+* A task started by program code that runs after the run's tasks were cancelled (a generator's
+  ``finally`` run by the collector while the result is checked) lived on into the next run of the
+  session.
 * ``SystemExit``/``KeyboardInterrupt`` raised inside a task the asyncio facade started: asyncio
   re-raises those two out of the event loop, past every ``try`` of the program, ending the worker (and
   an in-process host's loop).
@@ -205,6 +208,42 @@ async def test_tools_of_an_earlier_session_run_are_refused(
     assert "belongs to an earlier run of this session" in refused.message
     assert results[2].value == {"tool": "search", "args": {"q": 3}}
     assert not any(result.stats.session_restarted for result in results)
+
+
+_LATE_TASK = """
+import asyncio
+ticks = []
+async def ticker():
+    while True:
+        ticks.append(1)
+        await asyncio.sleep(0.01)
+def g():
+    try:
+        yield 1
+    finally:
+        asyncio.gather(ticker())
+result = {}
+for i in range(20000):
+    result["a" + str(i)] = [i]
+def arm():
+    it = g()
+    next(it)
+    box = [it]
+    box.append(box)
+arm()
+return result
+"""
+
+
+async def test_no_task_outlives_its_run(session_box: tuple[Sandbox, SandboxSession]) -> None:
+    sandbox, session = session_box
+    results = []
+    for program in (_LATE_TASK, "await asyncio.sleep(0.2)\nreturn len(ticks)"):
+        with anyio.fail_after(30):
+            results.append(await sandbox.run(program, tool_names=TOOL_NAMES, call_tool=fake_call_tool,
+                                             session=session))
+    assert results[0].error is None and isinstance(results[0].value, dict)
+    assert results[1].error is None and results[1].value == 0, results[1]
 
 
 def test_plain_asyncio_lets_a_task_exit_escape_every_try() -> None:
