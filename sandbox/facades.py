@@ -188,6 +188,13 @@ async def _contained(coro: Coroutine[Any, Any, Any]) -> Any:
         raise _ProgramExit(exc) from None
 
 
+def _contained_task(coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    task = asyncio.ensure_future(_contained(coro))
+    # (a task cancelled before its first step never starts the wrapper: close what it holds, unawaited)
+    task.add_done_callback(lambda _: coro.close())
+    return task
+
+
 def _released(error: BaseException) -> BaseException:
     return error.args[0] if type(error) is _ProgramExit else error
 
@@ -208,7 +215,7 @@ class TaskRegistry:
         if self._closed:
             coro.close()
             raise RuntimeError("asyncio helpers are only available while a program runs")
-        task = asyncio.ensure_future(_contained(coro))
+        task = _contained_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -278,7 +285,8 @@ def _wait_for(awaitable: object, timeout: float | None) -> SafeAwaitable:
     seconds = _number(timeout, "asyncio.wait_for() timeout", optional=True)
     async def wait() -> Any:
         try:
-            return await asyncio.wait_for(_contained(coroutine_of(awaitable, "asyncio.wait_for()")), seconds)
+            return await asyncio.wait_for(_contained_task(coroutine_of(awaitable, "asyncio.wait_for()")),
+                                          seconds)
         except _ProgramExit as exc:
             raise _released(exc) from None
 
