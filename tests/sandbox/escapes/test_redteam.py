@@ -316,3 +316,20 @@ async def test_public_class_keywords_reach_the_class_as_in_cpython() -> None:
     assert value is None and kind == "exception" and message is not None
     assert message.endswith("got an unexpected keyword argument 'foo'")
     assert "line 2, in <program>" in message
+
+
+async def test_no_metaclass_can_be_called_for_a_class_with_any_hooks() -> None:
+    """Held: a metaclass called directly is ``type()``'s three-argument form with a free namespace.
+
+    Under plain CPython ``type(enum.Enum)(..., _simple=True)`` builds a class from a program dict, so
+    with any hook (here ``__init_subclass__``, run by the next class; ``__reduce_ex__``, ``__getattr__``
+    ...); in the sandbox ``type()`` of a class is the one-argument ``SafeType`` and no metaclass is
+    reachable from a facade.
+    """
+    program = ("import enum\nran = []\ndef hook(cls, **k):\n    ran.append('program hook ran')\n"
+               "M = type(enum.Enum)\nC = M('C', (), {'__init_subclass__': classmethod(hook)}, _simple=True)\n"
+               "M('D', (C,), {}, _simple=True)\nreturn ran")
+    assert _plain_value(program) == ["program hook ran"]
+    value, kind, message = await _in_process(program)
+    assert value is None and kind == "exception" and message is not None
+    assert "type() takes exactly one argument in the sandbox" in message
