@@ -208,17 +208,23 @@ class TaskRegistry:
     """
 
     def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[Any]] = set()
+        #: Each unfinished task with the program coroutine it runs (closed when the task is done).
+        self._tasks: dict[asyncio.Task[Any], Coroutine[Any, Any, Any]] = {}
         self._closed = False
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         if self._closed:
             coro.close()
             raise RuntimeError("asyncio helpers are only available while a program runs")
-        task = _contained_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task = asyncio.ensure_future(_contained(coro))
+        self._tasks[task] = coro
+        task.add_done_callback(self._finished)
         return task
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        coro = self._tasks.pop(task, None)
+        if coro is not None:  # (a task cancelled before its first step never started it: no warning)
+            coro.close()
 
     async def aclose(self) -> None:
         """Cancel every unfinished task and wait for all of them (their errors are discarded)."""
@@ -228,7 +234,8 @@ class TaskRegistry:
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
-                self._tasks.difference_update(pending)
+                for task in pending:
+                    self._finished(task)
         finally:
             self._closed = True
 
