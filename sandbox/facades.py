@@ -172,26 +172,72 @@ def _check_awaitable(awaitable: object, where: str) -> None:
                         f"async functions), not {type(awaitable).__name__!r}")
 
 
+class _ProgramExit(Exception):
+    """A ``SystemExit``/``KeyboardInterrupt`` a program raised inside a task, carried as an ordinary error.
+
+    asyncio re-raises those two out of the event loop when they leave a task (ending the worker, or
+    the host's loop in process), where no ``try`` of the program can catch them; the facade carries
+    them to the awaiting program instead (:func:`_released`), where they are raised as they were.
+    """
+
+
+async def _contained(coro: Coroutine[Any, Any, Any]) -> Any:
+    try:
+        return await coro
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise _ProgramExit(exc) from None
+
+
+def _contained_task(coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    task = asyncio.ensure_future(_contained(coro))
+    # (a task cancelled before its first step never starts the wrapper: close what it holds, unawaited)
+    task.add_done_callback(lambda _: coro.close())
+    return task
+
+
+def _released(error: BaseException) -> BaseException:
+    return error.args[0] if type(error) is _ProgramExit else error
+
+
 class TaskRegistry:
-    """The tasks one run started through the asyncio facade; :meth:`aclose` cancels the leftovers."""
+    """The tasks one run started through the asyncio facade; :meth:`aclose` cancels the leftovers.
+
+    A closed registry starts nothing: program code can still run after :meth:`aclose` (a generator's
+    ``finally`` run by the collector while the result is checked), and a task it started then would
+    live on into the next run of a session.
+    """
 
     def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[Any]] = set()
+        #: Each unfinished task with the program coroutine it runs (closed when the task is done).
+        self._tasks: dict[asyncio.Task[Any], Coroutine[Any, Any, Any]] = {}
+        self._closed = False
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        if self._closed:
+            coro.close()
+            raise RuntimeError("asyncio helpers are only available while a program runs")
+        task = asyncio.ensure_future(_contained(coro))
+        self._tasks[task] = coro
+        task.add_done_callback(self._finished)
         return task
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        coro = self._tasks.pop(task, None)
+        if coro is not None:  # (a task cancelled before its first step never started it: no warning)
+            coro.close()
 
     async def aclose(self) -> None:
         """Cancel every unfinished task and wait for all of them (their errors are discarded)."""
-        while self._tasks:
-            pending = list(self._tasks)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            self._tasks.difference_update(pending)
+        try:
+            while self._tasks:
+                pending = list(self._tasks)
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                for task in pending:
+                    self._finished(task)
+        finally:
+            self._closed = True
 
 
 #: The registry of the run in progress (set by the executor for the duration of a run).
@@ -225,11 +271,13 @@ def _gather(*awaitables: object, return_exceptions: bool = False) -> SafeAwaitab
     async def wait() -> list[Any]:
         try:
             results = await asyncio.gather(*tasks, return_exceptions=return_exceptions)
-        except BaseException:
+        except BaseException as exc:
             for task in tasks:
                 task.cancel()
+            if type(exc) is _ProgramExit:
+                raise _released(exc) from None
             raise
-        return list(results)
+        return [_released(item) if type(item) is _ProgramExit else item for item in results]
 
     return SafeAwaitable(wait, "asyncio.gather(...)")
 
@@ -242,8 +290,14 @@ def _sleep(delay: float, result: object = None) -> SafeAwaitable:
 def _wait_for(awaitable: object, timeout: float | None) -> SafeAwaitable:
     _check_awaitable(awaitable, "asyncio.wait_for()")
     seconds = _number(timeout, "asyncio.wait_for() timeout", optional=True)
-    return SafeAwaitable(lambda: asyncio.wait_for(coroutine_of(awaitable, "asyncio.wait_for()"), seconds),
-                         "asyncio.wait_for(...)")
+    async def wait() -> Any:
+        try:
+            return await asyncio.wait_for(_contained_task(coroutine_of(awaitable, "asyncio.wait_for()")),
+                                          seconds)
+        except _ProgramExit as exc:
+            raise _released(exc) from None
+
+    return SafeAwaitable(wait, "asyncio.wait_for(...)")
 
 
 def _as_completed(awaitables: Iterable[object], *, timeout: float | None = None) -> Any:
@@ -262,7 +316,10 @@ def _as_completed(awaitables: Iterable[object], *, timeout: float | None = None)
             task = await finished.get()
         else:
             task = await asyncio.wait_for(finished.get(), max(0.0, deadline - loop.time()))
-        return task.result()
+        try:
+            return task.result()
+        except _ProgramExit as exc:
+            raise _released(exc) from None
 
     return iter([SafeAwaitable(next_done, "asyncio.as_completed(...) item") for _ in items])
 

@@ -181,12 +181,13 @@ def _program_frames(exc: BaseException, compiled: CompiledProgram) -> list[str]:
 
 def _describe(exc: BaseException) -> str:
     try:
-        message = str(exc)
+        # (str.__str__ makes an exact copy of a program's str subclass, whose hooks must not run here)
+        message = str.__str__(str(exc))
     except BaseException:  # a program __str__ that fails (even with SystemExit) must not hide the error
         message = "<unprintable message>"
     if len(message) > _MESSAGE_MAX:
         message = message[:_MESSAGE_MAX] + f"... ({len(message) - _MESSAGE_MAX} more characters)"
-    name = type(exc).__name__
+    name = str.__str__(type(exc).__name__)  # (an enum-made exception class may have a program str name)
     return f"{name}: {message}" if message else name
 
 
@@ -230,6 +231,14 @@ def _result(value: object) -> ProgramOutcome:
                               f"the program's result is not lossless JSON: {exc}")
     except RecursionError:
         return ProgramOutcome(None, False, "invalid-output", "the program's result could not be checked")
+    except MemoryError:
+        raise
+    except Exception as exc:
+        # Program code can still run while the value is checked (the collector finalises a suspended
+        # generator: its ``finally`` may change the value under the walk); it must not end the worker.
+        return ProgramOutcome(None, False, "invalid-output",
+                              f"the program's result changed while it was checked "
+                              f"({str.__str__(type(exc).__name__)})")
     return ProgramOutcome(value=clean, has_value=True)
 
 

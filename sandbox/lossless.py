@@ -153,6 +153,24 @@ def _surrogate_reason(text: str, index: int) -> str:
             "UTF-8 form); remove it, or carry binary data as base64")
 
 
+def _describe_key(key: object) -> str:
+    """A non-string key for an error message, without running any code of the key's class.
+
+    The key may be a program's object: its ``__repr__`` is program code (which may raise, or never end)
+    and a wide int has no decimal form; only small exact scalars are shown by value.
+    """
+    kind = type(key)
+    if key is None or kind is bool or kind is float or (kind is int and key.bit_length() <= 64):  # type: ignore[attr-defined]
+        return repr(key)
+    return f"of type {_type_name(kind)!r}"
+
+
+def _type_name(kind: type) -> str:
+    """``kind.__name__`` as an exact ``str``: a class the enum API named with a program's ``str``
+    subclass would run that subclass's ``__str__``/``__repr__`` when formatted."""
+    return str.__str__(kind.__name__)
+
+
 def _key_path(path: str, key: str) -> str:
     if key.isidentifier():
         return f"{path}.{key}"
@@ -181,7 +199,7 @@ def _check_scalar(value: object, path: str) -> object:
         return value
     if isinstance(value, dict | list):
         return _CONTAINER
-    raise LosslessJsonError(path, f"{kind.__name__} is not a JSON value")
+    raise LosslessJsonError(path, f"{_type_name(kind)} is not a JSON value")
 
 
 _CONTAINER = object()
@@ -362,7 +380,8 @@ def _full_snapshot(value: object, dict_type: type[dict[str, Any]], list_type: ty
         for key, child in frame.children:
             if is_dict:
                 if type(key) is not str:
-                    raise LosslessJsonError(_path(root, stack), f"object key {key!r} is not a string")
+                    raise LosslessJsonError(_path(root, stack),
+                                            f"object key {_describe_key(key)} is not a string")
                 index = lone_surrogate(key)
                 if index >= 0:
                     raise LosslessJsonError(_path(root, stack),

@@ -233,10 +233,29 @@ class ProgramPolicy(RestrictingNodeTransformer):
         return result
 
     def visit_ClassDef(self, node: ast.ClassDef) -> _T_visit:
-        """Check a class as RestrictedPython does (its body is neither async nor the top level)."""
+        """Check a class as RestrictedPython does (its body is neither async nor the top level).
+
+        RestrictedPython's rewrite keeps only ``metaclass=__metaclass__``; the class's own keywords
+        (``total=False``, ``boundary=...``) are kept too, as CPython passes them to the metaclass and
+        ``__init_subclass__``. Only public names, written out: a private one is a host switch
+        (``_root=True`` lets a typing alias be subclassed, ``_simple=True`` makes an enum class from a
+        plain namespace), and ``**mapping`` could hand in any name at run time.
+        """
         self._check_rebinding(node, node.name)
+        keywords = list(node.keywords)
+        for keyword in keywords:
+            if keyword.arg is None:
+                self.error(node, "class keywords from '**' are not allowed; write each keyword out")
+            elif keyword.arg.startswith("_"):
+                self.error(node, f'"{keyword.arg}" is an invalid class keyword because it starts with "_".')
         with self._scope("class"):
             result: _T_visit = super().visit_ClassDef(node)
+        if isinstance(result, ast.ClassDef):
+            for generated in result.keywords:  # (parsed from a template: give them the program's line)
+                ast.copy_location(generated, node)
+                ast.copy_location(generated.value, node)
+            result.keywords.extend(k for k in keywords if k.arg is not None and k.arg != "metaclass")
+            ast.copy_location(result, node)
         return result
 
     def visit_Await(self, node: ast.Await) -> _T_visit:

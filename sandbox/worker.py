@@ -240,6 +240,9 @@ class _Run:
     async def call_tool(self, name: str, args: JsonValue) -> JsonValue:
         """Send one ``call`` frame and wait for its ``reply`` (raised as ToolCallFailure on error)."""
         name = str(name)
+        if self.channel.on_reply != self.resolve:  # (a session keeps globals: ``t = tools`` in a past run)
+            raise RuntimeError(f"tools.{name} belongs to an earlier run of this session; call this run's "
+                               "`tools` (replies go to the run in progress, so its call would never end)")
         try:
             args = snapshot(args, root="args")
         except LosslessJsonError as exc:
