@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "KNOWN_LANGUAGES",
+    "MODES",
     "RUN_CODE",
     "CodeRuntime",
     "Mode",
@@ -49,6 +50,10 @@ class Mode(enum.StrEnum):
     NATIVE = "native"
     CODE = "code"
     BOTH = "both"
+
+
+#: The mode names, as a command line offers them.
+MODES: Final = tuple(mode.value for mode in Mode)
 
 
 def parse_mode(mode: object) -> Mode:
