@@ -22,7 +22,6 @@ Event types written by an agent loop through :mod:`codemode.runtime.turn`:
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,7 @@ from codemode.sandbox.lossless import (
     thaw,
 )
 
+from .cancel import removal
 from .errors import EventLogError
 
 if TYPE_CHECKING:
@@ -138,12 +138,7 @@ class EventLog:
         reaches the code that appended.
         """
         self._listeners.append(listener)
-
-        def remove() -> None:
-            with contextlib.suppress(ValueError):
-                self._listeners.remove(listener)
-
-        return remove
+        return removal(self._listeners, listener)
 
     def append_tool_call(self, call_id: str, name: str, arguments_text: str) -> Event:
         """Append ``tool/call`` for a model-level call (``arguments_text`` is the raw JSON text).
