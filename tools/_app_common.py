@@ -24,11 +24,35 @@ from codemode.sandbox.lossless import dumps
 from ._codemode import CodeMode
 from .toolsets import default_toolset
 
-__all__ = ("CliUsageError", "app_version", "events_file", "load_toolsets", "open_codemode")
+__all__ = (
+    "CliUsageError",
+    "MissingExtraError",
+    "app_version",
+    "events_file",
+    "load_toolsets",
+    "open_codemode",
+    "require_extra",
+)
 
 
 class CliUsageError(Exception):
     """A usage problem: printed as one line on stderr, exit code 2."""
+
+
+class MissingExtraError(ImportError):
+    """An optional part of codemode was used without the extra that installs its dependencies."""
+
+
+def require_extra(extra: str, modules: Sequence[str], what: str) -> None:
+    """Import ``modules``, or raise :class:`MissingExtraError` saying that ``what`` needs
+    ``codemode[extra]`` and how to install it."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise MissingExtraError(
+                f"{what} needs {module!r}, which is not installed: pip install 'codemode[{extra}]'",
+                name=module) from exc
 
 
 def app_version() -> str:

@@ -29,7 +29,15 @@ from codemode.runtime import RUN_CODE, Agent, CodemodeError, ToolCallRequest
 from codemode.runtime.modes import MODES
 from codemode.sandbox.lossless import LosslessJsonError, loads
 
-from ._app_common import CliUsageError, app_version, events_file, load_toolsets, open_codemode
+from ._app_common import (
+    CliUsageError,
+    MissingExtraError,
+    app_version,
+    events_file,
+    load_toolsets,
+    open_codemode,
+    require_extra,
+)
 from ._codemode import CodeMode
 
 __all__ = ("CliUsageError", "main")
@@ -233,6 +241,10 @@ def _add_check(subparsers: Any) -> None:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    try:
+        require_extra("check", ("mypy",), "codemode check")
+    except MissingExtraError as exc:
+        raise CliUsageError(str(exc)) from None
     from codemode.sdk import check_program
 
     program = _read_program(args.program)
@@ -291,6 +303,8 @@ def _parser(selected: str | None = None) -> tuple[argparse.ArgumentParser,
             continue
         try:
             module = importlib.import_module(module_name)
+        except MissingExtraError as exc:
+            raise CliUsageError(str(exc)) from None
         except ImportError as exc:
             raise CliUsageError(f"{name} is not available in this installation: {exc}") from None
         getattr(module, add_name)(sub)

@@ -38,7 +38,12 @@ Server side (``codemode serve``): :func:`serve_stdio` offers a runtime's tools o
 :func:`add_serve_arguments` and :func:`run_serve` are the CLI entry (see :mod:`codemode.tools._mcp_server`).
 """
 
+# ruff: noqa: E402 (the extra is checked before the modules that need it are imported)
 from __future__ import annotations
+
+from ._app_common import require_extra
+
+require_extra("mcp", ("mcp", "mcp_types"), "the MCP bridge (codemode serve, McpBridge)")
 
 from ._mcp_client import McpBridge as McpBridge
 from ._mcp_client import UpstreamServer as UpstreamServer

@@ -156,3 +156,29 @@ def test_toolset_is_imported_from_the_current_directory_like_python_m(tmp_path: 
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["value"] == {"sum": 7}
+
+
+@pytest.mark.parametrize(("argv", "missing", "extra"), [
+    (("serve",), "mcp", "codemode[mcp]"),
+    (("serve",), "mcp_types", "codemode[mcp]"),
+    (("check", "-"), "mypy", "codemode[check]"),
+])
+def test_a_missing_extra_is_named(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                  argv: tuple[str, ...], missing: str, extra: str) -> None:
+    """A command whose optional dependencies are not installed exits 2 and names the extra to install."""
+    monkeypatch.setitem(sys.modules, missing, None)  # (an import of it now fails, as if not installed)
+    for name in [name for name in sys.modules if name.startswith(("codemode.tools.mcp_bridge", "mcp."))]:
+        monkeypatch.delitem(sys.modules, name)
+    code, out, err = _run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert f"pip install '{extra}'" in err and err.count("\n") == 1
+
+
+def test_the_core_runs_programs_without_the_extras(tmp_path: Path) -> None:
+    """`codemode run` needs neither the MCP SDK nor mypy."""
+    probe = ("import sys\nsys.modules.update(mcp=None, mcp_types=None, mypy=None)\n"
+             "from codemode.tools.cli import main\nsys.exit(main(['run', '-', '--quiet', '--json']))\n")
+    done = subprocess.run([sys.executable, "-c", probe], input="return await tools.add(a=1, b=2)",
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == {"sum": 3}
