@@ -16,6 +16,7 @@ import anyio
 import pytest
 
 from codemode import CodeMode, LifecycleError, ToolContext, tool
+from codemode.app import cli
 from codemode.runtime import (
     Agent,
     ConfigError,
@@ -27,7 +28,7 @@ from codemode.runtime import (
     UsageError,
 )
 from codemode.sandbox import Sandbox
-from codemode.tools import PythonCodeRuntime, cli
+from codemode.tools import PythonCodeRuntime
 from codemode.tools.demo import demo_tools
 
 pytestmark = pytest.mark.anyio

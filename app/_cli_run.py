@@ -1,6 +1,6 @@
 """``codemode run`` helpers: live progress on stderr, the child-call table and the ``--json`` shape.
 
-Kept apart from :mod:`codemode.tools.cli` so the parser module stays small; nothing here parses arguments.
+Kept apart from :mod:`codemode.app.cli` so the parser module stays small; nothing here parses arguments.
 """
 
 from __future__ import annotations

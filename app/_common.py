@@ -20,9 +20,8 @@ from typing import IO, Any
 from codemode.runtime import Agent, ToolDefinition, UsageError
 from codemode.runtime.events import Event
 from codemode.sandbox.lossless import dumps
-
-from ._codemode import CodeMode
-from .toolsets import default_toolset
+from codemode.tools import CodeMode
+from codemode.tools.toolsets import default_toolset
 
 __all__ = (
     "CliUsageError",

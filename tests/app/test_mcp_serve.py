@@ -20,9 +20,8 @@ import pytest
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 
 from codemode import CodeMode, tool
-from codemode.runtime import Agent, ToolRuntime
-from codemode.tools._mcp_progress import ProgressRelay
-from codemode.tools.mcp_bridge import (
+from codemode.app._mcp_progress import ProgressRelay
+from codemode.app.mcp_bridge import (
     ERROR_META_KEY,
     SDK_PROMPT,
     SDK_URI,
@@ -30,6 +29,7 @@ from codemode.tools.mcp_bridge import (
     build_server,
     run_serve,
 )
+from codemode.runtime import Agent, ToolRuntime
 from codemode.tools.run_code import PythonCodeRuntime
 from codemode.tools.workspace import workspace_tools
 
@@ -37,7 +37,7 @@ from .fixtures import REPOSITORY_FILES, git_server, make_repository, time_server
 from .fixtures.mcp_toolset import toolset
 
 REPO = Path(__file__).resolve().parents[2]
-TOOLSET = "tests.tools.fixtures.mcp_toolset:toolset"
+TOOLSET = "tests.app.fixtures.mcp_toolset:toolset"
 
 
 @pytest.fixture

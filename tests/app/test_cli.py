@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from codemode.tools import cli
+from codemode.app import cli
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -167,7 +167,7 @@ def test_a_missing_extra_is_named(capsys: pytest.CaptureFixture[str], monkeypatc
                                   argv: tuple[str, ...], missing: str, extra: str) -> None:
     """A command whose optional dependencies are not installed exits 2 and names the extra to install."""
     monkeypatch.setitem(sys.modules, missing, None)  # (an import of it now fails, as if not installed)
-    for name in [name for name in sys.modules if name.startswith(("codemode.tools.mcp_bridge", "mcp."))]:
+    for name in [name for name in sys.modules if name.startswith(("codemode.app.mcp_bridge", "mcp."))]:
         monkeypatch.delitem(sys.modules, name)
     code, out, err = _run(capsys, *argv)
     assert (code, out) == (2, "")
@@ -177,7 +177,7 @@ def test_a_missing_extra_is_named(capsys: pytest.CaptureFixture[str], monkeypatc
 def test_the_core_runs_programs_without_the_extras(tmp_path: Path) -> None:
     """`codemode run` needs neither the MCP SDK nor mypy."""
     probe = ("import sys\nsys.modules.update(mcp=None, mcp_types=None, mypy=None)\n"
-             "from codemode.tools.cli import main\nsys.exit(main(['run', '-', '--quiet', '--json']))\n")
+             "from codemode.app.cli import main\nsys.exit(main(['run', '-', '--quiet', '--json']))\n")
     done = subprocess.run([sys.executable, "-c", probe], input="return await tools.add(a=1, b=2)",
                           cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr

@@ -28,8 +28,9 @@ import anyio
 from codemode.runtime import RUN_CODE, Agent, CodemodeError, ToolCallRequest
 from codemode.runtime.modes import MODES
 from codemode.sandbox.lossless import LosslessJsonError, loads
+from codemode.tools import CodeMode
 
-from ._app_common import (
+from ._common import (
     CliUsageError,
     MissingExtraError,
     app_version,
@@ -38,7 +39,6 @@ from ._app_common import (
     open_codemode,
     require_extra,
 )
-from ._codemode import CodeMode
 
 __all__ = ("CliUsageError", "main")
 
@@ -206,7 +206,7 @@ def _report_sandbox_health(cm: CodeMode, stream: Any) -> None:
 
 
 def _signatures(args: argparse.Namespace) -> list[Any]:
-    from .run_code import signature_of
+    from codemode.tools.run_code import signature_of
 
     return [signature_of(d) for d in _definitions(args)]
 
@@ -275,7 +275,7 @@ _COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace],
 #: Subcommands implemented elsewhere, imported only when selected (their imports can be heavy):
 #: name -> (module, "add_arguments(parser)" function, "async run(args) -> exit code" function, help).
 _LAZY_COMMANDS: dict[str, tuple[str, str, str, str]] = {
-    "serve": ("codemode.tools.mcp_bridge", "add_serve_arguments", "run_serve",
+    "serve": ("codemode.app.mcp_bridge", "add_serve_arguments", "run_serve",
               "offer the tools (or run_code) as an MCP server on stdio"),
 }
 

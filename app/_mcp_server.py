@@ -38,9 +38,9 @@ from codemode.runtime.modes import MODES
 from codemode.runtime.prompt import SDK_SECTION
 from codemode.runtime.scheduler import ToolCallRequest, execute_tool_calls
 from codemode.sandbox.lossless import thaw
+from codemode.tools import CodeMode
 
-from ._app_common import CliUsageError, app_version, events_file, load_toolsets, open_codemode
-from ._codemode import CodeMode
+from ._common import CliUsageError, app_version, events_file, load_toolsets, open_codemode
 from ._mcp_client import McpBridge, parse_upstream
 from ._mcp_convert import to_call_tool_result
 from ._mcp_progress import ProgressRelay
@@ -85,7 +85,7 @@ def build_server(rt: ToolRuntime, agent: Agent, *, name: str = "codemode", versi
     """A low-level MCP ``Server`` whose handlers map to ``rt`` for the one agent ``agent``.
 
     With ``relay`` (whose ``on_log`` the code runtime was given), a ``run_code`` call sends live
-    progress and logging notifications while it runs (see :mod:`codemode.tools._mcp_progress`); its
+    progress and logging notifications while it runs (see :mod:`codemode.app._mcp_progress`); its
     ``around_execute`` hook is installed on ``rt`` here.
     """
     call_ids = itertools.count(1)
@@ -159,7 +159,7 @@ async def serve_stdio(rt: ToolRuntime, *, agent: Agent | None = None, name: str 
 
     ``agent`` is the session's agent (a fresh ``codemode.runtime.Agent("mcp")`` when None): one server
     connection is one agent session. Every line gets an answer, refusals included (see
-    :mod:`codemode.tools._mcp_stdio`).
+    :mod:`codemode.app._mcp_stdio`).
     """
     if agent is None:
         agent = Agent("mcp")

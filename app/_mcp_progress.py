@@ -39,7 +39,7 @@ class ProgressRelay:
     """Routes what running programs do to the MCP requests that started them (see the module docs).
 
     Give :meth:`on_log` to the code runtime (``CodeMode(on_log=...)``) and install :meth:`around` on the
-    tool runtime (``rt.around_execute``; :func:`~codemode.tools.mcp_bridge.build_server` does this); the
+    tool runtime (``rt.around_execute``; :func:`~codemode.app.mcp_bridge.build_server` does this); the
     request handler wraps each ``run_code`` call in :meth:`relaying`.
     """
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from codemode.tools import cli
+from codemode.app import cli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
