@@ -127,8 +127,9 @@ class EventLog:
             raise EventLogError(f"event {type_!r} data is not lossless JSON: {exc}") from None
         event = Event(len(self._events) + 1, type_, frozen)
         self._events.append(event)
-        for listener in tuple(self._listeners):
-            listener(event)
+        if self._listeners:
+            for listener in tuple(self._listeners):
+                listener(event)
         return event
 
     def on_append(self, listener: Callable[[Event], None]) -> Callable[[], None]:

@@ -13,7 +13,7 @@ import keyword
 import math
 import unicodedata
 
-from codemode.runtime.prompt import wire_order_key as utf16_key
+from codemode.sandbox.lossless import wire_order_key as utf16_key
 
 __all__ = (
     "HARD_KEYWORDS",
