@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from codemode import tool
 from codemode.app import cli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -211,3 +215,27 @@ def test_events_path_that_cannot_be_written_is_a_usage_error_before_the_run(
     program = _program(tmp_path, 'print("ran")\nreturn 1')
     code, out, err = _run(capsys, "run", program, "--events", str(tmp_path / "no" / "dir" / "e.jsonl"))
     assert code == 2 and "--events" in err and "cannot write" in err and "ran" not in out + err
+
+
+@tool(timeout_ms=50)
+async def slow() -> str:
+    """Take far longer than the budget."""
+    await anyio.sleep(10)
+    return "late"
+
+
+def slow_toolset() -> list[Any]:
+    """A toolset for the command line: one tool whose body outlasts its budget."""
+    return [slow]
+
+
+@pytest.mark.parametrize("argv", [["call", "slow", "--mode", "native", "--json"],
+                                  ["run", "-", "--quiet", "--json"]], ids=["call", "run"])
+def test_the_command_line_enforces_timeout_ms(argv: list[str], capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``codemode call`` and ``codemode run`` install the timeout policy, so a budget holds there too."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("await tools.slow()\n"))  # (what `run -` reads)
+    code = cli.main([*argv, "--toolset", f"{__name__}:slow_toolset"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert "tool call timed out after 50ms" in json.dumps(out)
