@@ -367,7 +367,8 @@ async def test_run_code_sends_progress_and_log_notifications_as_they_happen(work
 
 @pytest.mark.anyio
 async def test_spawned_serve_sends_progress_and_logs_over_stdio(workspace: Path) -> None:
-    """The `codemode serve` process sends the notifications over its JSON-RPC stdio channel."""
+    """The `codemode serve` process sends the notifications over its JSON-RPC stdio channel, and writes
+    --events while the session is still open."""
     progress: list[str | None] = []
     logs: list[Any] = []
 
@@ -377,7 +378,8 @@ async def test_spawned_serve_sends_progress_and_logs_over_stdio(workspace: Path)
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         logs.append(params.data)
 
-    params = _entry_params(workspace, "--mode", "code", "--workspace", str(workspace))
+    params = _entry_params(workspace, "--mode", "code", "--workspace", str(workspace),
+                           "--events", "events.jsonl")
     program = ('await tools.list_files()\nprint("listed")\n'
                'await tools.read_text(path="docs/notes.md")\nreturn 1')
     with anyio.fail_after(60):
@@ -386,6 +388,10 @@ async def test_spawned_serve_sends_progress_and_logs_over_stdio(workspace: Path)
             await session.initialize()
             result = await session.call_tool("run_code", {"code": program, "description": "stdio"},
                                              progress_callback=on_progress)
+            live = (workspace / "events.jsonl").read_text(encoding="utf-8").splitlines()
     assert result.is_error is False, result.content
     assert progress == ["mcp-1:code:1 list_files ok", "mcp-1:code:2 read_text ok"]
     assert logs == ["listed"]
+    assert [json.loads(line)["type"] for line in live] == [
+        "tool/call", "tool/code-dispatch-start", "tool/code-dispatch", "tool/code-dispatch-start",
+        "tool/code-dispatch", "tool/result"]
