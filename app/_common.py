@@ -1,5 +1,6 @@
-"""What the command line and the MCP server share: the usage error, the version, the ``--events``
-writer and the :class:`~codemode.tools.CodeMode` they are built on.
+"""What the command line and the MCP server share: the usage error, the version, the toolset loader,
+the ``--events`` writer, the check for an optional extra, and the :class:`~codemode.tools.CodeMode` they
+are built on.
 
 One invocation (``codemode call``, ``run``, ``prompt``; one ``codemode serve`` connection) is one agent
 session; :func:`open_codemode` gives it its :class:`CodeMode` with the chosen tools, and
@@ -168,7 +169,7 @@ def events_file(path: str | None, agent: Agent) -> Iterator[None]:
 
 
 @contextlib.asynccontextmanager
-async def open_codemode(mode: str, definitions: Sequence[Any], *, agent: Agent,
+async def open_codemode(mode: str, definitions: Sequence[ToolDefinition], *, agent: Agent,
                         **options: Any) -> AsyncIterator[CodeMode]:
     """A :class:`CodeMode` in ``mode`` with ``definitions`` registered, for the session of ``agent``.
 

@@ -25,7 +25,15 @@ from typing import Any
 
 import anyio
 
-from codemode.runtime import RUN_CODE, Agent, CodemodeError, ToolCallRequest
+from codemode.runtime import (
+    RUN_CODE,
+    Agent,
+    CodemodeError,
+    Prompt,
+    ToolCallRequest,
+    ToolDefinition,
+    ToolResult,
+)
 from codemode.runtime.modes import MODES
 from codemode.sandbox.lossless import LosslessJsonError, loads
 from codemode.tools import CodeMode
@@ -46,7 +54,7 @@ __all__ = ("CliUsageError", "main")
 # ---------------------------------------------------------------------------------- shared plumbing
 
 
-def _definitions(args: argparse.Namespace) -> list[Any]:
+def _definitions(args: argparse.Namespace) -> list[ToolDefinition]:
     return load_toolsets([args.toolset] if args.toolset is not None else [], args.workspace)
 
 
@@ -90,7 +98,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
     definitions = _definitions(args)
     agent = Agent("cli")
 
-    async def run() -> Any:
+    async def run() -> ToolResult:
         async with open_codemode(args.mode, definitions, agent=agent) as cm:
             request = ToolCallRequest("cli-1", args.name, json.dumps(arguments))
             return (await cm.execute_tool_calls([request]))[0]
@@ -116,7 +124,7 @@ def _add_prompt(subparsers: Any) -> None:
 def _cmd_prompt(args: argparse.Namespace) -> int:
     definitions = _definitions(args)
 
-    async def run() -> Any:
+    async def run() -> Prompt:
         async with open_codemode(args.mode, definitions, agent=Agent("cli")) as cm:
             return cm.prompt()
 
@@ -173,7 +181,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     report = RunReport(progress=default_progress(args.quiet))
     agent = Agent("cli")
 
-    async def run() -> Any:
+    async def run() -> ToolResult:
         async with open_codemode(args.mode, definitions, agent=agent, on_log=report.on_log,
                                  on_run=report.on_run, **options) as cm:
             cm.runtime.around_execute(report.around)
