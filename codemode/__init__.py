@@ -1,6 +1,6 @@
 """codemode: the model answers with one sandboxed async Python program that calls tools.
 
-The distribution installs this one import name. Its four parts are subpackages:
+The distribution installs this one import name. Its five parts are subpackages:
 
 - :mod:`codemode.runtime`: tool definitions, the registry, the five-stage pipeline, the scheduler,
   modes and the event log;
@@ -8,7 +8,8 @@ The distribution installs this one import name. Its four parts are subpackages:
   protocol and limits;
 - :mod:`codemode.sdk`: the prompt section, ``.pyi`` stubs and the program checker;
 - :mod:`codemode.tools`: concrete tools and policies (``run_code``, the timeout policy, the repeat
-  reminder, ``todo_write``, demo and workspace tools, the MCP bridge) and the command line.
+  reminder, ``todo_write``, demo and workspace tools, provider adapters) and :class:`CodeMode`;
+- :mod:`codemode.app`: the command line and the MCP bridge (``codemode serve``), built on ``CodeMode``.
 
 The names an integrator needs first are re-exported here: ``tool`` (a typed function becomes a tool) and
 ``CodeMode`` (the sandbox, the code runtime and the tool runtime in one ``async with``) first of all.

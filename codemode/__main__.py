@@ -1,5 +1,5 @@
 """``python -m codemode``: the command line (the same as the ``codemode`` console script)."""
 
-from codemode.tools.cli import main
+from codemode.app.cli import main
 
 raise SystemExit(main())

@@ -15,7 +15,7 @@ import anyio
 import anyio.abc
 
 from .approval import ApprovalService
-from .cancel import CancelSignal, Disposer
+from .cancel import CancelSignal, Disposer, _Once, removal
 from .definitions import ToolDefinition, ToolOutput, define_tool
 from .errors import (
     CodeRuntimeChangedError,
@@ -26,10 +26,18 @@ from .errors import (
     UnknownLanguageError,
 )
 from .hooks import AroundHook, CodeDispatchLogHook, Guard, PostExecuteHook, PreExecuteHook, ResultObserver
-from .modes import KNOWN_LANGUAGES, RUN_CODE, Mode, collapses, parse_mode
+from .modes import (
+    KNOWN_LANGUAGES,
+    RUN_CODE,
+    RUN_CODE_OUTPUT_SCHEMA,
+    RUN_CODE_PARAMETERS,
+    Mode,
+    collapses,
+    parse_mode,
+)
 from .pipeline import ExecutionToken, Stages
 from .prompt import AssembleHook, Prompt, assemble_prompt
-from .registry import Registry, SectionSpec, _Once
+from .registry import Registry, SectionSpec
 from .results import ToolResult
 from .scheduler import ToolCallRequest, execute_tool_calls
 from .scope import Scope
@@ -189,14 +197,7 @@ class ToolRuntime:
             raise TypeError("on_change() needs a callable fn()")
         listeners = self._registry.change_listeners
         listeners.append(fn)
-
-        def dispose() -> None:
-            for index, item in enumerate(listeners):
-                if item is fn:
-                    del listeners[index]
-                    return
-
-        return _Once(dispose)
+        return removal(listeners, fn)
 
     def mode_for(self, scope: Scope | None = None) -> Mode:
         """The effective mode of ``scope``: the nearest ``present_as`` on its chain, else ``mode``."""
@@ -452,14 +453,7 @@ class ToolRuntime:
         """Add a final transform ``fn(prompt, scope) -> Prompt`` of every assembly (its answer wins)."""
         hooks = self._assemble_hooks
         hooks.append(fn)
-
-        def dispose() -> None:
-            for index, item in enumerate(hooks):
-                if item is fn:
-                    del hooks[index]
-                    return
-
-        return _Once(dispose)
+        return removal(hooks, fn)
 
     def prompt(self, scope: Scope | None = None, *, tool_order: Sequence[str] | None = None) -> Prompt:
         """What the model is offered in ``scope`` (a closed runtime offers nothing)."""
@@ -476,22 +470,7 @@ def _add(hooks: list[tuple[Scope | None, Callable[..., Any]]], scope: Scope | No
         raise TypeError(f"hook scope must be a codemode.runtime.Scope or None, not {type(scope).__name__}")
     entry = (scope, fn)
     hooks.append(entry)
-
-    def dispose() -> None:
-        for index, item in enumerate(hooks):
-            if item is entry:
-                del hooks[index]
-                return
-
-    return _Once(dispose)
-
-
-_RUN_CODE_OUTPUT = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}},
-    "required": ["logs"],
-}
+    return removal(hooks, entry)
 
 
 def _running_check(runtime: object) -> Callable[[], None] | None:
@@ -529,12 +508,7 @@ def _unavailable_run_code(runtime: ToolRuntime) -> ToolDefinition:
                      "function (top-level `await` and `return <value>` work); `description` is a short "
                      "active-voice summary shown to the user. No code runtime is configured, so every "
                      "call fails."),
-        parameters={
-            "code": {"type": "string", "required": True,
-                     "description": "The program: the body of an async Python function."},
-            "description": {"type": "string", "required": True,
-                            "description": "A clear 5-10 word active-voice summary of the program."},
-        },
-        output=ToolOutput(schema=_RUN_CODE_OUTPUT, render=lambda args, value: []),
+        parameters=RUN_CODE_PARAMETERS,
+        output=ToolOutput(schema=RUN_CODE_OUTPUT_SCHEMA, render=lambda args, value: []),
         execute=execute,
     )

@@ -12,13 +12,44 @@ that can never fire; the pipeline uses it for calls without a caller signal and 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
-__all__ = ("NEVER", "CancelSignal", "CancelSource", "Disposer")
+__all__ = ("NEVER", "CancelSignal", "CancelSource", "Disposer", "removal")
 
 Disposer = Callable[[], None]
+
+_T = TypeVar("_T")
+
+
+class _Once:
+    """An idempotent disposer."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self._fn: Callable[[], None] | None = fn
+
+    def __call__(self) -> None:
+        fn, self._fn = self._fn, None
+        if fn is not None:
+            fn()
+
+
+def removal(items: list[_T], item: _T, then: Callable[[], None] | None = None) -> Disposer:
+    """The idempotent disposer of an entry just appended to ``items``: it removes that very object
+    (compared by identity, never by ``==``) and then calls ``then()``; it does nothing once it is gone."""
+
+    def dispose() -> None:
+        for index, entry in enumerate(items):
+            if entry is item:
+                del items[index]
+                if then is not None:
+                    then()
+                return
+
+    return _Once(dispose)
 
 
 def _noop() -> None:

@@ -22,7 +22,7 @@ Event types written by an agent loop through :mod:`codemode.runtime.turn`:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from codemode.sandbox.lossless import (
     thaw,
 )
 
+from .cancel import removal
 from .errors import EventLogError
 
 if TYPE_CHECKING:
@@ -80,12 +81,17 @@ class Event:
 
 
 class EventLog:
-    """Append-only, in-memory event log of one agent session."""
+    """Append-only, in-memory event log of one agent session.
 
-    __slots__ = ("_events",)
+    :meth:`on_append` listeners see each event as it is appended (the command line streams ``--events``
+    with one), so a log can be written while the session runs instead of after it.
+    """
+
+    __slots__ = ("_events", "_listeners")
 
     def __init__(self, events: Iterable[Event] = ()) -> None:
         self._events: list[Event] = []
+        self._listeners: list[Callable[[Event], None]] = []
         for event in events:
             self._check_next(event.seq, event.type)
             self._events.append(event)
@@ -121,7 +127,19 @@ class EventLog:
             raise EventLogError(f"event {type_!r} data is not lossless JSON: {exc}") from None
         event = Event(len(self._events) + 1, type_, frozen)
         self._events.append(event)
+        if self._listeners:
+            for listener in tuple(self._listeners):
+                listener(event)
         return event
+
+    def on_append(self, listener: Callable[[Event], None]) -> Callable[[], None]:
+        """Call ``listener(event)`` after each append from now on; returns its (idempotent) remover.
+
+        A listener runs inside :meth:`append`, so it must be quick and must not raise: what it raises
+        reaches the code that appended.
+        """
+        self._listeners.append(listener)
+        return removal(self._listeners, listener)
 
     def append_tool_call(self, call_id: str, name: str, arguments_text: str) -> Event:
         """Append ``tool/call`` for a model-level call (``arguments_text`` is the raw JSON text).

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from .errors import ConfigError
 
@@ -28,7 +28,10 @@ if TYPE_CHECKING:
 
 __all__ = (
     "KNOWN_LANGUAGES",
+    "MODES",
     "RUN_CODE",
+    "RUN_CODE_OUTPUT_SCHEMA",
+    "RUN_CODE_PARAMETERS",
     "CodeRuntime",
     "Mode",
     "collapses",
@@ -38,6 +41,26 @@ __all__ = (
 
 #: The reserved Code Mode transport tool: never registrable, restrictable or shadowable.
 RUN_CODE: Final = "run_code"
+
+#: ``run_code``'s parameters (the registry's schema form) and output schema, whatever runs the program
+#: (a code runtime's ``run_code``, or the stand-in that fails when none is configured).
+RUN_CODE_PARAMETERS: Final[dict[str, Any]] = {
+    "code": {"type": "string", "required": True,
+             "description": "The program: the body of an async Python function."},
+    "description": {"type": "string", "required": True, "description": (
+        "What the program does, as a clear active-voice summary of 5-10 words shown in the UI, e.g. "
+        "\"Count TODO markers per source file\", \"Summarise the three release notes\", \"Rename the draft "
+        "files in docs\".")},
+}
+RUN_CODE_OUTPUT_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "logs": {"type": "array", "items": {"type": "string"}},
+        "result": {"description": "The program's return value, when it returned one."},
+    },
+    "required": ["logs"],
+}
 
 #: Program languages this project can present (the SDK and the ``run_code`` flavour are Python).
 KNOWN_LANGUAGES: Final = ("python",)
@@ -49,6 +72,10 @@ class Mode(enum.StrEnum):
     NATIVE = "native"
     CODE = "code"
     BOTH = "both"
+
+
+#: The mode names, as a command line offers them.
+MODES: Final = tuple(mode.value for mode in Mode)
 
 
 def parse_mode(mode: object) -> Mode:

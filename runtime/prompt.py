@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from codemode.sandbox.lossless import wire_order_key
+
 from .errors import PromptError
 from .modes import RUN_CODE, Mode, collapses, mode_collapses
 from .registry import SectionSpec
@@ -87,11 +89,6 @@ class Prompt:
 
 
 AssembleHook = Callable[[Prompt, "Scope | None"], Prompt]
-
-
-def wire_order_key(name: str) -> bytes:
-    """Sort key giving UTF-16 code-unit order (what JavaScript-based providers and caches use)."""
-    return name.encode("utf-16-be", "surrogatepass")
 
 
 def assemble_prompt(runtime: ToolRuntime, scope: Scope | None, *,

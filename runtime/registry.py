@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .cancel import Disposer
+from .cancel import Disposer, _Once, removal
 from .definitions import ToolDefinition, check_definition
 from .errors import DuplicateToolError, PresentationError, ReservedNameError, RestrictionError
 from .modes import RUN_CODE, Mode, parse_mode
@@ -79,20 +79,6 @@ class View:
     known_names: tuple[str, ...]
     inherited_names: tuple[str, ...]
     mode: Mode
-
-
-class _Once:
-    """An idempotent disposer."""
-
-    __slots__ = ("_fn",)
-
-    def __init__(self, fn: Callable[[], None]) -> None:
-        self._fn: Callable[[], None] | None = fn
-
-    def __call__(self) -> None:
-        fn, self._fn = self._fn, None
-        if fn is not None:
-            fn()
 
 
 class Registry:
@@ -225,15 +211,11 @@ class Registry:
 
         self._committed(rollback)
 
-        def dispose() -> None:
-            for index, item in enumerate(layer.restrictions):
-                if item is restriction:
-                    del layer.restrictions[index]
-                    self._reclaim(scope)
-                    self._changed()
-                    return
+        def removed() -> None:
+            self._reclaim(scope)
+            self._changed()
 
-        return _Once(dispose)
+        return removal(layer.restrictions, restriction, removed)
 
     def guard(self, fn: Callable[[Any], str | None], scope: Scope | None) -> Disposer:
         """Add a guard to the layer of ``scope``; returns its disposer."""
@@ -246,19 +228,13 @@ class Registry:
         table.append(fn)
         self.guard_count += 1
 
-        def dispose() -> None:
-            for index, item in enumerate(table):
-                if item is fn:
-                    del table[index]
-                    break
-            else:
-                return
+        def removed() -> None:
             self.guard_count -= 1
             if not table and layer.guards is table:
                 layer.guards = []  # a fresh generation: a replacement registered now is seen next call
             self._reclaim(scope)
 
-        return _Once(dispose)
+        return removal(table, fn, removed)
 
     def guard_tables(self, scope: Scope | None) -> list[list[Callable[[Any], str | None]]]:
         """Guard tables in evaluation order: global, then the chain farthest ancestor first."""

@@ -2,10 +2,10 @@
 
 ``Sandbox`` (an async context manager owning a warm worker supply) runs a program in a fresh worker
 process and returns a ``RunResult``; ``SandboxLimits`` are its budgets; ``SandboxSession`` keeps one
-worker and its globals between runs. Inside the worker the language half (``compile_program``,
-``run_program``) executes the program. This package imports nothing from ``runtime``, ``sdk`` or
-``tools``. A sandbox supervises its template (``RestartPolicy``) and reports its health
-(``SandboxHealth``, ``HealthEvent``).
+worker and its globals between runs. Inside the worker the language half executes the program; its
+stages (``compile_program``, ``run_program``) are in :mod:`codemode.sandbox.lowlevel`. This package
+imports nothing from ``runtime``, ``sdk``, ``tools`` or ``app``. A sandbox supervises its template
+(``RestartPolicy``) and reports its health (``SandboxHealth``, ``HealthEvent``).
 
 The names are imported on first use (PEP 562): the template process, which runs
 ``python -c "from codemode.sandbox._template import main"``, then loads only what a worker needs (the
@@ -32,14 +32,10 @@ if TYPE_CHECKING:
     from .health import HealthEvent as HealthEvent
     from .health import RestartPolicy as RestartPolicy
     from .health import SandboxHealth as SandboxHealth
-    from .interpreter import CompiledProgram as CompiledProgram
     from .interpreter import ProgramCompileError as ProgramCompileError
-    from .interpreter import ProgramOutcome as ProgramOutcome
     from .interpreter import ProgramPolicyError as ProgramPolicyError
     from .interpreter import ProgramSyntaxError as ProgramSyntaxError
     from .interpreter import ToolCallError as ToolCallError
-    from .interpreter import compile_program as compile_program
-    from .interpreter import run_program as run_program
     from .limits import DEFAULT_LIMITS as DEFAULT_LIMITS
     from .limits import SandboxLimits as SandboxLimits
     from .lossless import FrozenDict as FrozenDict
@@ -70,14 +66,10 @@ _HOMES: dict[str, str] = {
     "HealthEvent": ".health",
     "RestartPolicy": ".health",
     "SandboxHealth": ".health",
-    "CompiledProgram": ".interpreter",
     "ProgramCompileError": ".interpreter",
-    "ProgramOutcome": ".interpreter",
     "ProgramPolicyError": ".interpreter",
     "ProgramSyntaxError": ".interpreter",
     "ToolCallError": ".interpreter",
-    "compile_program": ".interpreter",
-    "run_program": ".interpreter",
     "DEFAULT_LIMITS": ".limits",
     "SandboxLimits": ".limits",
     "FrozenDict": ".lossless",

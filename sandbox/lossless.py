@@ -46,6 +46,7 @@ __all__ = (
     "lone_surrogate",
     "snapshot",
     "thaw",
+    "wire_order_key",
 )
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
@@ -139,6 +140,12 @@ def lone_surrogate(text: str) -> int:
         return -1
     found = _SURROGATE.search(text)
     return -1 if found is None else found.start()
+
+
+def wire_order_key(name: str) -> bytes:
+    """Sort key giving UTF-16 code-unit order, the order of JSON text as JavaScript-based providers,
+    caches and the reference sort it (Python's own ``sorted`` is code-point order)."""
+    return name.encode("utf-16-be", "surrogatepass")
 
 
 def escape_lone_surrogates(text: str) -> str:

@@ -13,6 +13,8 @@ import keyword
 import math
 import unicodedata
 
+from codemode.sandbox.lossless import wire_order_key as utf16_key
+
 __all__ = (
     "HARD_KEYWORDS",
     "camel_case",
@@ -70,11 +72,6 @@ def is_field_name(name: str) -> bool:
     if not is_bare_identifier(name) or name in HARD_KEYWORDS:
         return False
     return not (name.startswith("__") and not name.endswith("__"))
-
-
-def utf16_key(name: str) -> bytes:
-    """Sort key giving UTF-16 code-unit order (the reference's order), not Python's code-point order."""
-    return name.encode("utf-16-be", "surrogatepass")
 
 
 def cap_utf16(text: str, limit: int) -> str:

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("runtime", "sandbox", "sdk", "tools")
+PACKAGES = ("app", "runtime", "sandbox", "sdk", "tools")
 # package -> the packages (or exact modules) it may import from
 ALLOWED: dict[str, set[str]] = {
     "sandbox": set(),
     "runtime": {"sandbox.lossless"},
     "sdk": {"runtime", "sandbox"},
     "tools": {"runtime", "sandbox", "sdk"},
+    "app": {"runtime", "sandbox", "sdk", "tools"},
 }
 
 

@@ -2,9 +2,9 @@
 
 The wheel is built from this checkout, installed into a fresh virtualenv (dependencies come from the
 running environment through a path file, so nothing is downloaded), and then used from a directory that
-holds its own ``tools.py``, ``runtime.py``, ``sandbox.py`` and ``sdk.py``, the most common module names
-in an agent project: importing any of them ends the process with a message, so a collision cannot pass
-unnoticed.
+holds its own ``tools.py``, ``runtime.py``, ``sandbox.py``, ``sdk.py`` and ``app.py``, the most common
+module names in an agent project: importing any of them ends the process with a message, so a collision
+cannot pass unnoticed.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-USER_MODULES = ("tools", "runtime", "sandbox", "sdk")
+USER_MODULES = ("tools", "runtime", "sandbox", "sdk", "app")
 PROGRAM = "r = await tools.add({'a': 2, 'b': 3})\nprint('sum', r['sum'])\nreturn r\n"
 SCRIPTED_POST = '''
 import json as _json
@@ -122,10 +122,11 @@ def test_python_dash_m_codemode_is_the_command_line(installed: Path, project: Pa
 
 
 def test_the_old_top_level_names_are_not_installed(installed: Path, tmp_path: Path) -> None:
-    """The installation offers ``codemode`` only: no ``runtime``, ``sandbox``, ``sdk`` or ``tools``."""
+    """The installation offers ``codemode`` only: no ``app``, ``runtime``, ``sandbox``, ``sdk``, ``tools``."""
     probe = textwrap.dedent("""
         import importlib.util, sys
-        found = [n for n in ("runtime", "sandbox", "sdk", "tools") if importlib.util.find_spec(n) is not None]
+        names = ("app", "runtime", "sandbox", "sdk", "tools")
+        found = [n for n in names if importlib.util.find_spec(n) is not None]
         print(",".join(found))
     """)
     done = _run([str(installed / "python"), "-c", probe], tmp_path)

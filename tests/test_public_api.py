@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGES = ("codemode", "codemode.runtime", "codemode.sandbox", "codemode.sdk", "codemode.tools")
+PACKAGES = ("codemode", "codemode.app", "codemode.runtime", "codemode.runtime.lowlevel", "codemode.sandbox",
+            "codemode.sandbox.lowlevel", "codemode.sdk", "codemode.tools")
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -27,7 +28,7 @@ def test_all_is_a_sorted_tuple_of_real_names(name: str) -> None:
 _LAZY_CHECK = """
 import sys
 import codemode
-eager = {"codemode.runtime", "codemode.tools"} & set(sys.modules)
+eager = {"codemode.app", "codemode.runtime", "codemode.tools"} & set(sys.modules)
 assert not eager, eager
 loaded = {name for name in sys.modules if name.startswith("codemode.sandbox.")}
 assert loaded <= {"codemode.sandbox._lazy"}, loaded
@@ -35,6 +36,8 @@ from codemode import sandbox
 assert "pydantic" not in sys.modules and "RestrictedPython" not in sys.modules, "eager sandbox"
 assert "codemode.sandbox.pool" not in sys.modules, "eager sandbox"
 assert "codemode.sandbox.interpreter" not in sys.modules, "eager sandbox"
+import codemode.sandbox.lowlevel as lowlevel
+assert "codemode.sandbox.interpreter" not in sys.modules, "sandbox.lowlevel loaded the interpreter"
 import codemode.runtime
 assert "RestrictedPython" not in sys.modules, "runtime pulled in the interpreter"
 assert "pydantic" not in sys.modules, "runtime pulled in pydantic"
@@ -48,7 +51,9 @@ assert "pydantic" not in sys.modules, "codemode.tool pulled in pydantic before b
 def add(a: int, b: int) -> int:
     return a + b
 assert "pydantic" in sys.modules and add.name == "add"
-for package in (codemode, sandbox, codemode.tools):
+import codemode.app
+assert "mcp" not in sys.modules, "codemode.app pulled in the MCP SDK"
+for package in (codemode, sandbox, codemode.app):
     assert sorted(set(dir(package)) & set(package.__all__)) == sorted(package.__all__)
     assert set(package._HOMES) <= set(package.__all__), "the lazy table names what __all__ does not"
     namespace = {}
@@ -60,7 +65,7 @@ for package in (codemode, sandbox, codemode.tools):
         assert "no_such_name" in str(exc) and package.__name__ in str(exc)
     else:
         raise AssertionError("a missing name must raise AttributeError")
-for package in (codemode, sandbox):
+for package in (codemode, sandbox, lowlevel):
     assert set(package._HOMES) == set(package.__all__), "the lazy table and __all__ disagree"
 print("ok")
 """
@@ -89,7 +94,8 @@ def _type_checking_imports(path: Path) -> dict[str, str]:
     return found
 
 
-@pytest.mark.parametrize("name", ["codemode", "codemode.sandbox", "codemode.tools"])
+@pytest.mark.parametrize("name", ["codemode", "codemode.app", "codemode.sandbox",
+                                  "codemode.sandbox.lowlevel"])
 def test_the_lazy_table_and_the_type_checking_imports_say_the_same(name: str) -> None:
     """Each lazily exported name is listed once in ``_HOMES``; the ``TYPE_CHECKING`` imports that type
     checkers read (they cannot evaluate the table) name the same modules, so the two never drift."""

@@ -1,18 +1,11 @@
 """Concrete tools and policy plugins: :class:`CodeMode` (the one entry object), run_code, timeout policy,
-repeat reminder, todo_write, demo, workspace and MCP bridge, provider adapters, plus the ``codemode``
-command line.
+repeat reminder, todo_write, demo and workspace tools, the built-in toolset, provider adapters.
 
-Not to be confused with the ``tools`` object a sandboxed program sees (the SDK proxy).
-
-The MCP names (``McpBridge``, ``serve_stdio``, ...) are imported on first use: the ``mcp`` SDK is heavy
-and most users of this package never touch it.
+Not to be confused with the ``tools`` object a sandboxed program sees (the SDK proxy). The command line
+and the MCP bridge live in :mod:`codemode.app`.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from codemode.sandbox._lazy import lazy_exports
 
 from ._codemode import CodeMode as CodeMode
 from .demo import demo_tools as demo_tools
@@ -36,23 +29,9 @@ from .workspace import Workspace as Workspace
 from .workspace import WorkspaceLimits as WorkspaceLimits
 from .workspace import workspace_tools as workspace_tools
 
-if TYPE_CHECKING:
-    from .mcp_bridge import McpBridge as McpBridge
-    from .mcp_bridge import UpstreamServer as UpstreamServer
-    from .mcp_bridge import add_serve_arguments as add_serve_arguments
-    from .mcp_bridge import parse_upstream as parse_upstream
-    from .mcp_bridge import run_serve as run_serve
-    from .mcp_bridge import serve_stdio as serve_stdio
-
-#: The names imported on first use, and where they live.
-_HOMES = dict.fromkeys(
-    ("McpBridge", "UpstreamServer", "add_serve_arguments", "parse_upstream", "run_serve", "serve_stdio"),
-    ".mcp_bridge")
-
 __all__ = (  # noqa: RUF022 (plain sorted order, as tests/test_public_api.py checks)
     "AnthropicMessages",
     "CodeMode",
-    "McpBridge",
     "ModelReply",
     "OpenAIChat",
     "OpenAIResponses",
@@ -61,23 +40,16 @@ __all__ = (  # noqa: RUF022 (plain sorted order, as tests/test_public_api.py che
     "RepeatReminder",
     "TOOL_STALLED_EVENT",
     "TimeoutPolicy",
-    "UpstreamServer",
     "Workspace",
     "WorkspaceLimits",
-    "add_serve_arguments",
     "default_toolset",
     "demo_tools",
     "install_repeat_reminder",
     "install_timeout_policy",
     "latest_todos",
-    "parse_upstream",
     "render_run_output",
-    "run_serve",
-    "serve_stdio",
     "signature_of",
     "todo_write_tool",
     "workspace_tools",
 )
 
-
-__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

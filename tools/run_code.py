@@ -40,6 +40,7 @@ from codemode.runtime import (
     define_tool,
     text_block,
 )
+from codemode.runtime.modes import RUN_CODE_OUTPUT_SCHEMA, RUN_CODE_PARAMETERS
 from codemode.runtime.scheduler import open_sub_lane
 from codemode.sandbox import (
     CallAbandonment,
@@ -76,26 +77,13 @@ RUN_CODE_DESCRIPTION = (
     "(lossless JSON); a successful tool result that carries an image is attached after the run. "
     "Independent read-only calls may overlap under `asyncio.gather`."
 )
-CODE_DESCRIPTION = "The program: the body of an async Python function."
-DESCRIPTION_DESCRIPTION = (
-    "What the program does, as a clear active-voice summary of 5-10 words shown in the UI, e.g. "
-    "\"Count TODO markers per source file\", \"Summarise the three release notes\", \"Rename the draft "
-    "files in docs\"."
-)
+CODE_DESCRIPTION: str = RUN_CODE_PARAMETERS["code"]["description"]
+DESCRIPTION_DESCRIPTION: str = RUN_CODE_PARAMETERS["description"]["description"]
 #: The plugin name in the ``source`` of the contexts ``run_code`` attaches (a child's image content).
 CODE_MODE_PLUGIN = "code-mode"
 #: Content of a successful run that printed and returned nothing.
 NO_OUTPUT = "(run_code completed with no output)"
 
-_OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "logs": {"type": "array", "items": {"type": "string"}},
-        "result": {"description": "The program's return value, when it returned one."},
-    },
-    "required": ["logs"],
-}
 _COMPACT_DEPTH = 5
 
 
@@ -271,12 +259,8 @@ class PythonCodeRuntime:
         return define_tool(
             name="run_code",
             description=RUN_CODE_DESCRIPTION,
-            parameters={
-                "code": {"type": "string", "required": True, "description": CODE_DESCRIPTION},
-                "description": {"type": "string", "required": True,
-                                "description": DESCRIPTION_DESCRIPTION},
-            },
-            output=ToolOutput(schema=_OUTPUT_SCHEMA, render=_render),
+            parameters=RUN_CODE_PARAMETERS,
+            output=ToolOutput(schema=RUN_CODE_OUTPUT_SCHEMA, render=_render),
             execute=execute,
             present_call=_present_call,
         )

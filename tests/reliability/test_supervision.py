@@ -295,10 +295,10 @@ async def test_the_mcp_server_logs_a_template_restart(tmp_path: Path) -> None:
     """It logs the loss and the restart on the server's stderr and keeps serving run_code."""
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
-    entry = REPO / "tests" / "tools" / "fixtures" / "serve_entry.py"
     params = StdioServerParameters(
         command=sys.executable,
-        args=[str(entry), "--mode", "code", "--toolset", "tests.reliability._chaos_tools:toolset"],
+        args=["-m", "codemode", "serve", "--mode", "code",
+              "--toolset", "tests.reliability._chaos_tools:toolset"],
         env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")}, cwd=tmp_path)
     errlog = tmp_path / "serve.log"
     with anyio.fail_after(60), errlog.open("w") as log:

@@ -7,6 +7,7 @@ import anyio.lowlevel
 import pytest
 
 from codemode.runtime import NEVER, CancelSignal, CancelSource
+from codemode.runtime.cancel import removal
 
 pytestmark = pytest.mark.anyio
 
@@ -85,3 +86,18 @@ async def test_never_wait_blocks_on_every_event_loop(round_: int) -> None:
     with anyio.move_on_after(0.01) as scope:
         await NEVER.wait()
     assert scope.cancelled_caught
+
+
+def test_removal_removes_that_very_entry_once() -> None:
+    """The disposer removes the entry it was made for (by identity, not an equal one), runs ``then``
+    once, and does nothing when called again or when the entry is already gone."""
+    first, second = [1], [1]
+    items = [first, second]
+    calls: list[str] = []
+    dispose = removal(items, second, lambda: calls.append("then"))
+    dispose()
+    dispose()
+    assert items == [first] and items[0] is first and calls == ["then"]
+    gone = removal(items, [1], lambda: calls.append("again"))
+    gone()
+    assert items == [first] and calls == ["then"]

@@ -96,3 +96,18 @@ def test_jsonl_round_trip_is_lossless(events: list[tuple[str, dict[str, object]]
         log.append(type_, data)
     again = EventLog.from_jsonl(log.to_jsonl())
     assert [(e.seq, e.type, e.data) for e in again] == [(e.seq, e.type, e.data) for e in log]
+
+
+def test_on_append_listeners_see_each_event_until_removed() -> None:
+    """A listener sees every event appended after it was added, in order, until its remover is called
+    (which may be called again without effect)."""
+    log = EventLog()
+    log.append("a/before", {})
+    seen: list[tuple[int, str]] = []
+    remove = log.on_append(lambda event: seen.append((event.seq, event.type)))
+    log.append("b/one", {"x": 1})
+    log.append_tool_call("c-1", "echo", "{}")
+    remove()
+    remove()
+    log.append("d/after", {})
+    assert seen == [(2, "b/one"), (3, "tool/call")]

@@ -3,7 +3,6 @@ fails where it is made, with ``LifecycleError``."""
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import subprocess
@@ -27,7 +26,7 @@ from codemode.runtime import (
     UsageError,
 )
 from codemode.sandbox import Sandbox
-from codemode.tools import PythonCodeRuntime, cli
+from codemode.tools import PythonCodeRuntime
 from codemode.tools.demo import demo_tools
 
 pytestmark = pytest.mark.anyio
@@ -269,21 +268,3 @@ def test_the_readme_opens_the_library_section_with_a_short_program(tmp_path: Pat
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "5"
-
-
-def slow_toolset() -> list[Any]:
-    """A toolset for the command line: one tool whose body outlasts its budget."""
-    return [slow]
-
-
-@pytest.mark.parametrize("argv", [["call", "slow", "--mode", "native", "--json"],
-                                  ["run", "-", "--quiet", "--json"]], ids=["call", "run"])
-def test_the_command_line_enforces_timeout_ms(argv: list[str], capsys: pytest.CaptureFixture[str],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """``codemode call`` and ``codemode run`` install the timeout policy, so a budget holds there too."""
-
-    monkeypatch.setattr(sys, "stdin", io.StringIO("await tools.slow()\n"))  # (what `run -` reads)
-    code = cli.main([*argv, "--toolset", f"{__name__}:slow_toolset"])
-    out = json.loads(capsys.readouterr().out)
-    assert code == 1
-    assert "tool call timed out after 50ms" in json.dumps(out)

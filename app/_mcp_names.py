@@ -1,7 +1,7 @@
 """Naming rules of the MCP bridge: upstream server names and collision-free tool names.
 
 Kept apart from the session plumbing because it is pure and the rules are part of the public contract
-(documented in :mod:`codemode.tools.mcp_bridge`).
+(documented in :mod:`codemode.app.mcp_bridge`).
 """
 
 from __future__ import annotations

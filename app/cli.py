@@ -3,9 +3,9 @@
 Each subcommand is one ``_cmd_<name>(args) -> exit code`` function plus a ``_add_<name>(subparsers)``
 parser builder, listed in :data:`_COMMANDS`; subcommands living in other modules (``serve``) are listed
 in :data:`_LAZY_COMMANDS` and imported only when selected. They share the toolset loader
-(:func:`load_toolset`, ``--toolset module:attr``; default: the demo tools, the workspace tools rooted at
-``--workspace`` and ``todo_write``) and the runtime factory (:func:`open_runtime`). Each invocation is one
-agent session with its own event log (``--events FILE`` writes it as JSON lines).
+(``--toolset module:attr``; default: the demo tools, the workspace tools rooted at ``--workspace`` and
+``todo_write``) and are built on :class:`~codemode.tools.CodeMode`. Each invocation is one agent session
+with its own event log (``--events FILE`` writes it as JSON lines while the session runs).
 
 Exit codes: 0 success, 1 the call/program failed (an error result), 2 usage errors (bad flags, bad JSON,
 an unloadable toolset, a mode that cannot work here). Usage errors are one line on stderr.
@@ -19,92 +19,43 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from codemode.runtime import Agent, CodemodeError, ToolCallRequest, ToolDefinition, ToolRuntime, UsageError
+from codemode.runtime import (
+    RUN_CODE,
+    Agent,
+    CodemodeError,
+    Prompt,
+    ToolCallRequest,
+    ToolDefinition,
+    ToolResult,
+)
+from codemode.runtime.modes import MODES
 from codemode.sandbox.lossless import LosslessJsonError, loads
+from codemode.tools import CodeMode
 
-from .timeout_policy import install_timeout_policy
+from ._common import (
+    CliUsageError,
+    MissingExtraError,
+    app_version,
+    events_file,
+    load_toolsets,
+    open_codemode,
+    require_extra,
+)
 
-__all__ = ("CliUsageError", "load_toolset", "main", "open_runtime")
-
-MODES = ("native", "code", "both")
-CODE_RUNTIME = "codemode.tools.run_code:PythonCodeRuntime"
-
-
-class CliUsageError(Exception):
-    """A usage problem: printed as one line on stderr, exit code 2."""
-
-
-def _version() -> str:
-    try:
-        return version("codemode")
-    except PackageNotFoundError:  # running from a source tree
-        return "0+unknown"
+__all__ = ("CliUsageError", "main")
 
 
 # ---------------------------------------------------------------------------------- shared plumbing
 
 
-def load_toolset(spec: str | None, workspace: str | Path = ".") -> list[ToolDefinition]:
-    """Load tool definitions from ``module:attr`` (a list of definitions or a callable returning one).
-
-    ``None`` means the built-in toolset: the demo tools, the workspace tools rooted at ``workspace`` and
-    ``todo_write``.
-    """
-    from .toolsets import default_toolset
-    from .toolsets import load_toolset as load_named
-
-    if spec is not None:
-        try:
-            return load_named(spec)
-        except UsageError as exc:
-            raise CliUsageError(exc.message) from None
-    root = Path(workspace)
-    if not root.is_dir():
-        raise CliUsageError(f"--workspace {workspace}: not a directory")
-    return default_toolset(root)
-
-
-def _code_runtime(mode: str, **options: Any) -> Any:
-    module_name, _, attr = CODE_RUNTIME.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-        factory = getattr(module, attr)
-    except (ImportError, AttributeError):
-        raise CliUsageError(f"--mode {mode} needs a code runtime ({CODE_RUNTIME}), which is not available "
-                            "in this installation; use --mode native") from None
-    return factory(**options)
-
-
-@contextlib.asynccontextmanager
-async def open_runtime(mode: str = "native", toolset: str | None = None, *, workspace: str | Path = ".",
-                       code_options: dict[str, Any] | None = None) -> AsyncIterator[ToolRuntime]:
-    """A :class:`~codemode.runtime.ToolRuntime` in ``mode`` with ``toolset`` registered (code runtime if
-    needed).
-
-    ``code_options`` are keyword arguments for the code runtime (limits, observers).
-    """
-    definitions = load_toolset(toolset, workspace)
-    async with contextlib.AsyncExitStack() as stack:
-        code_runtime = None
-        if mode != "native":
-            code_runtime = _code_runtime(mode, **(code_options or {}))
-            if hasattr(code_runtime, "__aenter__"):
-                code_runtime = await stack.enter_async_context(code_runtime)
-        runtime = await stack.enter_async_context(ToolRuntime(mode, code_runtime=code_runtime))
-        install_timeout_policy(runtime)  # every tool's timeout_ms holds
-        for definition in definitions:
-            try:
-                runtime.register(definition)
-            except UsageError as exc:
-                raise CliUsageError(f"cannot register tool {definition.name!r}: {exc}") from None
-        yield runtime
+def _definitions(args: argparse.Namespace) -> list[ToolDefinition]:
+    return load_toolsets([args.toolset] if args.toolset is not None else [], args.workspace)
 
 
 def _print_json(value: Any) -> None:
@@ -120,17 +71,9 @@ def _add_common(parser: argparse.ArgumentParser, *, modes: Sequence[str] = MODES
     parser.add_argument("--workspace", metavar="DIR", default=".",
                         help="root of the built-in workspace tools (default: current directory)")
     parser.add_argument("--events", metavar="FILE", default=None,
-                        help="write this session's event log to FILE as JSON lines")
+                        help="write this session's event log to FILE as JSON lines, as events happen")
     if json_flag:
         parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def _write_events(args: argparse.Namespace, agent: Agent) -> None:
-    if getattr(args, "events", None):
-        try:
-            Path(args.events).write_text(agent.events.to_jsonl(), encoding="utf-8")
-        except OSError as exc:
-            raise CliUsageError(f"--events {args.events}: cannot write: {exc.strerror}") from None
 
 
 # ---------------------------------------------------------------------------------- codemode call
@@ -149,17 +92,19 @@ def _cmd_call(args: argparse.Namespace) -> int:
         arguments = loads(args.arguments)
     except LosslessJsonError as exc:
         raise CliUsageError(f"--args is not valid JSON: {exc.reason}") from None
-
+    if args.name == RUN_CODE and args.mode == "native":
+        raise CliUsageError(f"{RUN_CODE} runs a program, which --mode native does not offer: add --mode code "
+                            "(or --mode both), or use `codemode run PROGRAM`")
+    definitions = _definitions(args)
     agent = Agent("cli")
 
-    async def run() -> Any:
-        async with open_runtime(args.mode, args.toolset, workspace=args.workspace) as runtime:
+    async def run() -> ToolResult:
+        async with open_codemode(args.mode, definitions, agent=agent) as cm:
             request = ToolCallRequest("cli-1", args.name, json.dumps(arguments))
-            results = await runtime.execute_tool_calls([request], agent=agent)
-            return results[0]
+            return (await cm.execute_tool_calls([request]))[0]
 
-    result = anyio.run(run)
-    _write_events(args, agent)
+    with events_file(args.events, agent):
+        result = anyio.run(run)
     if args.json:
         _print_json(result.to_json())
     else:
@@ -177,9 +122,11 @@ def _add_prompt(subparsers: Any) -> None:
 
 
 def _cmd_prompt(args: argparse.Namespace) -> int:
-    async def run() -> Any:
-        async with open_runtime(args.mode, args.toolset, workspace=args.workspace) as runtime:
-            return runtime.prompt()
+    definitions = _definitions(args)
+
+    async def run() -> Prompt:
+        async with open_codemode(args.mode, definitions, agent=Agent("cli")) as cm:
+            return cm.prompt()
 
     prompt = anyio.run(run)
     if args.json:
@@ -230,21 +177,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
         except ValueError:
             raise CliUsageError(f"--timeout must be a positive number of seconds, not {args.timeout}") \
                 from None
+    definitions = _definitions(args)
     report = RunReport(progress=default_progress(args.quiet))
-    options.update(on_log=report.on_log, on_run=report.on_run)
     agent = Agent("cli")
 
-    async def run() -> Any:
-        async with open_runtime(args.mode, args.toolset, workspace=args.workspace,
-                                code_options=options) as runtime:
-            runtime.around_execute(report.around)
-            _report_sandbox_health(runtime, report.progress)
-            request = ToolCallRequest("run-1", "run_code",
-                                      json.dumps({"code": program, "description": f"run {args.program}"}))
-            return (await runtime.execute_tool_calls([request], agent=agent))[0]
+    async def run() -> ToolResult:
+        async with open_codemode(args.mode, definitions, agent=agent, on_log=report.on_log,
+                                 on_run=report.on_run, **options) as cm:
+            cm.runtime.around_execute(report.around)
+            _report_sandbox_health(cm, report.progress)
+            return await report.watching(lambda: cm.run(program, f"run {args.program}"))
 
-    result = anyio.run(run)
-    _write_events(args, agent)
+    with events_file(args.events, agent):
+        result = anyio.run(run)
     payload = run_json(result, report, agent)
     if args.json:
         _print_json(payload)
@@ -256,23 +201,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 1 if result.is_error else 0
 
 
-def _report_sandbox_health(runtime: ToolRuntime, stream: Any) -> None:
+def _report_sandbox_health(cm: CodeMode, stream: Any) -> None:
     """Print the sandbox's health events (its template lost or replaced, the restart breaker) on the
     progress stream; the ``--events`` log has those the run saw as ``code/sandbox`` events."""
-    sandbox = getattr(runtime.code_runtime, "sandbox", None)
-    if stream is None or sandbox is None:
+    if stream is None or cm.code_runtime is None:
         return
-    sandbox.on_health(lambda event: print(f"  ! sandbox {event.kind}: {event.message}", file=stream,
-                                          flush=True))
+    cm.code_runtime.sandbox.on_health(lambda event: print(f"  ! sandbox {event.kind}: {event.message}",
+                                                          file=stream, flush=True))
 
 
 # ---------------------------------------------------------------------------------- codemode sdk / check
 
 
 def _signatures(args: argparse.Namespace) -> list[Any]:
-    from .run_code import signature_of
+    from codemode.tools.run_code import signature_of
 
-    return [signature_of(d) for d in load_toolset(args.toolset, args.workspace)]
+    return [signature_of(d) for d in _definitions(args)]
 
 
 def _add_sdk(subparsers: Any) -> None:
@@ -305,6 +249,10 @@ def _add_check(subparsers: Any) -> None:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    try:
+        require_extra("check", ("mypy",), "codemode check")
+    except MissingExtraError as exc:
+        raise CliUsageError(str(exc)) from None
     from codemode.sdk import check_program
 
     program = _read_program(args.program)
@@ -335,7 +283,7 @@ _COMMANDS: dict[str, tuple[Callable[[Any], None], Callable[[argparse.Namespace],
 #: Subcommands implemented elsewhere, imported only when selected (their imports can be heavy):
 #: name -> (module, "add_arguments(parser)" function, "async run(args) -> exit code" function, help).
 _LAZY_COMMANDS: dict[str, tuple[str, str, str, str]] = {
-    "serve": ("codemode.tools.mcp_bridge", "add_serve_arguments", "run_serve",
+    "serve": ("codemode.app.mcp_bridge", "add_serve_arguments", "run_serve",
               "offer the tools (or run_code) as an MCP server on stdio"),
 }
 
@@ -351,7 +299,7 @@ def _lazy_handler(module: Any, run_name: str) -> Callable[[argparse.Namespace], 
 def _parser(selected: str | None = None) -> tuple[argparse.ArgumentParser,
                                                   dict[str, Callable[[argparse.Namespace], int]]]:
     parser = argparse.ArgumentParser(prog="codemode", description="Code Mode runner for agent tools.")
-    parser.add_argument("--version", action="version", version=f"codemode {_version()}")
+    parser.add_argument("--version", action="version", version=f"codemode {app_version()}")
     subparsers = parser.add_subparsers(dest="command")
     handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
     for name, (add, handler) in _COMMANDS.items():
@@ -363,6 +311,8 @@ def _parser(selected: str | None = None) -> tuple[argparse.ArgumentParser,
             continue
         try:
             module = importlib.import_module(module_name)
+        except MissingExtraError as exc:
+            raise CliUsageError(str(exc)) from None
         except ImportError as exc:
             raise CliUsageError(f"{name} is not available in this installation: {exc}") from None
         getattr(module, add_name)(sub)

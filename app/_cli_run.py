@@ -1,14 +1,17 @@
 """``codemode run`` helpers: live progress on stderr, the child-call table and the ``--json`` shape.
 
-Kept apart from :mod:`codemode.tools.cli` so the parser module stays small; nothing here parses arguments.
+Kept apart from :mod:`codemode.app.cli` so the parser module stays small; nothing here parses arguments.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
+
+import anyio
 
 from codemode.runtime import Agent, ToolCall, ToolContext, ToolResult
 from codemode.sandbox import RunResult
@@ -16,23 +19,61 @@ from codemode.sandbox.lossless import thaw
 
 __all__ = ("RunReport", "dispatch_rows", "format_table", "run_json")
 
+T = TypeVar("T")
+
+#: A child call still running after this many seconds gets a "started" line on the progress stream.
+STARTED_AFTER_S = 1.0
+
 
 @dataclass
 class RunReport:
     """What one ``codemode run`` observed: the sandbox outcome, child-call timings, live progress.
 
     ``progress`` (stderr unless ``--quiet``) receives each log line and each settled child call as it
-    happens, so a long program is never silent.
+    happens, so a long program is never silent; a child call still running after
+    ``started_after_s`` gets a "started" line while :meth:`watching` runs the program.
     """
 
     progress: TextIO | None = None
     outcome: RunResult | None = None
+    started_after_s: float = STARTED_AFTER_S
     started: dict[str, float] = field(default_factory=dict)
     elapsed_ms: dict[str, float] = field(default_factory=dict)
+    running: dict[str, str] = field(default_factory=dict)  # call id -> tool name, until it settles
 
     def on_log(self, ctx: ToolContext, line: str) -> None:
-        if self.progress is not None:
-            print(f"  | {line}", file=self.progress, flush=True)
+        if self.progress is not None:  # one printed text may hold several lines: each is prefixed
+            print("\n".join(f"  | {part}" for part in line.split("\n")), file=self.progress, flush=True)
+
+    async def watching(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Run ``work()`` while announcing child calls that run longer than ``started_after_s``."""
+        if self.progress is None:
+            return await work()
+        outcome: list[T] = []
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._announce_slow_calls)
+                try:
+                    outcome.append(await work())
+                finally:
+                    group.cancel_scope.cancel()
+        except BaseExceptionGroup as failed:  # the announcer never fails: this is work()'s own error
+            if len(failed.exceptions) == 1:
+                raise failed.exceptions[0] from None
+            raise
+        return outcome[0]
+
+    async def _announce_slow_calls(self) -> None:
+        announced: set[str] = set()
+        while True:
+            await anyio.sleep(min(0.1, self.started_after_s / 2))
+            now = time.perf_counter()
+            for call_id, name in list(self.running.items()):
+                age = now - self.started[call_id]
+                if call_id not in announced and age >= self.started_after_s:
+                    announced.add(call_id)
+                    print(f"  > {call_id} {name} started, still running after {age:.1f} s",
+                          file=self.progress, flush=True)
 
     def on_run(self, ctx: ToolContext, outcome: RunResult) -> None:
         self.outcome = outcome
@@ -44,7 +85,11 @@ class RunReport:
             return result
         start = time.perf_counter()
         self.started[call.call_id] = start
-        result = await call_next()
+        self.running[call.call_id] = call.name
+        try:
+            result = await call_next()
+        finally:
+            self.running.pop(call.call_id, None)
         elapsed = (time.perf_counter() - start) * 1000
         self.elapsed_ms[call.call_id] = elapsed
         if self.progress is not None:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from codemode.tools import cli
+from codemode import tool
+from codemode.app import cli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -146,3 +150,92 @@ def test_check_reports_type_errors_on_program_lines(capsys: pytest.CaptureFixtur
     good = str(EXAMPLES / "programs" / "hello.py")
     code, out, _ = _run(capsys, "check", good, "--toolset", "codemode.tools.demo:demo_tools")
     assert code == 0 and "no type errors" in out
+
+
+def test_run_announces_a_child_call_still_running_after_a_second(capsys: pytest.CaptureFixture[str],
+                                                                 tmp_path: Path) -> None:
+    """It prints a "started" line for a slow child call while it runs, and none for a quick one."""
+    program = _program(tmp_path, 'await tools.echo(text="quick")\nawait tools.sleep(ms=1300)\nreturn 1')
+    code, _, err = _run(capsys, "run", program, "--workspace", str(tmp_path))
+    lines = err.splitlines()
+    started = [i for i, line in enumerate(lines) if "started, still running after" in line]
+    settled = [i for i, line in enumerate(lines) if line.startswith("  > run-1:code:2 sleep ok")]
+    assert code == 0 and len(started) == 1 and len(settled) == 1
+    assert "run-1:code:2 sleep" in lines[started[0]] and started[0] < settled[0]
+    assert not any("run-1:code:1" in line and "started" in line for line in lines)
+
+
+def test_run_prefixes_every_line_of_a_multi_line_print(capsys: pytest.CaptureFixture[str],
+                                                       tmp_path: Path) -> None:
+    """It prefixes each line of one printed text on the progress stream, not only the first."""
+    program = _program(tmp_path, 'print("first\\nsecond\\n\\nfourth")\nreturn 0')
+    code, _, err = _run(capsys, "run", program, "--workspace", str(tmp_path))
+    assert code == 0
+    assert "  | first\n  | second\n  | \n  | fourth\n" in err
+
+
+PEEK_TOOLSET = '''
+from pathlib import Path
+
+from codemode import tool
+
+
+@tool
+def peek(path: str) -> list[str]:
+    """The lines of a text file, as they are now."""
+    return Path(path).read_text(encoding="utf-8").splitlines()
+
+
+tools = [peek]
+'''
+
+
+def test_run_writes_events_while_the_program_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """It writes --events as events happen: a tool reading the file mid-run sees one complete JSON line
+    per event so far (the run_code call and its own dispatch start)."""
+    (tmp_path / "peek_toolset_cli_events.py").write_text(PEEK_TOOLSET, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    events = tmp_path / "events.jsonl"
+    program = _program(tmp_path, f'return await tools.peek(path={str(events)!r})')
+    code, out, _ = _run(capsys, "run", program, "--json", "--quiet", "--events", str(events),
+                        "--toolset", "peek_toolset_cli_events:tools")
+    assert code == 0
+    seen = [json.loads(line) for line in json.loads(out)["result"]]
+    assert [(record["seq"], record["type"]) for record in seen] == [
+        (1, "tool/call"), (2, "tool/code-dispatch-start")]
+    final = [json.loads(line)["type"] for line in events.read_text(encoding="utf-8").splitlines()]
+    assert final == ["tool/call", "tool/code-dispatch-start", "tool/code-dispatch", "tool/result"]
+
+
+def test_events_path_that_cannot_be_written_is_a_usage_error_before_the_run(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """It refuses an --events path it cannot open, before running anything."""
+    program = _program(tmp_path, 'print("ran")\nreturn 1')
+    code, out, err = _run(capsys, "run", program, "--events", str(tmp_path / "no" / "dir" / "e.jsonl"))
+    assert code == 2 and "--events" in err and "cannot write" in err and "ran" not in out + err
+
+
+@tool(timeout_ms=50)
+async def slow() -> str:
+    """Take far longer than the budget."""
+    await anyio.sleep(10)
+    return "late"
+
+
+def slow_toolset() -> list[Any]:
+    """A toolset for the command line: one tool whose body outlasts its budget."""
+    return [slow]
+
+
+@pytest.mark.parametrize("argv", [["call", "slow", "--mode", "native", "--json"],
+                                  ["run", "-", "--quiet", "--json"]], ids=["call", "run"])
+def test_the_command_line_enforces_timeout_ms(argv: list[str], capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``codemode call`` and ``codemode run`` install the timeout policy, so a budget holds there too."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("await tools.slow()\n"))  # (what `run -` reads)
+    code = cli.main([*argv, "--toolset", f"{__name__}:slow_toolset"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert "tool call timed out after 50ms" in json.dumps(out)

@@ -106,7 +106,7 @@ def test_programs_with_lone_surrogates_get_error_results(server: _Server, code: 
 
 def test_a_request_nesting_past_the_limit_is_refused_with_its_id() -> None:
     """Nesting beyond MAX_DEPTH (but within the decoder) is refused naming the limit."""
-    from codemode.tools._mcp_stdio import MAX_DEPTH, check_line
+    from codemode.app._mcp_stdio import MAX_DEPTH, check_line
 
     deep: Any = 1
     for _ in range(MAX_DEPTH + 5):
@@ -127,6 +127,6 @@ def test_a_request_nesting_past_the_limit_is_refused_with_its_id() -> None:
 ])
 def test_the_id_of_an_undecodable_request_is_read_at_the_top_level(text: str, expected: Any) -> None:
     """Only a top-level "id" member is taken, never one nested in params or inside a string."""
-    from codemode.tools._mcp_stdio import _top_level_id
+    from codemode.app._mcp_stdio import _top_level_id
 
     assert _top_level_id(text) == expected

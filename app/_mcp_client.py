@@ -1,5 +1,5 @@
 """Client side of the MCP bridge: upstream server specs and :class:`McpBridge` (see
-:mod:`codemode.tools.mcp_bridge` for the value shape, the error mapping and the naming rules)."""
+:mod:`codemode.app.mcp_bridge` for the value shape, the error mapping and the naming rules)."""
 
 from __future__ import annotations
 

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from codemode.app._mcp_convert import bridged_definition, output_schema_for, value_of
+from codemode.app._mcp_names import assign_tool_names, server_slug, unique_server_names
+from codemode.app.mcp_bridge import McpBridge, UpstreamServer, parse_upstream
 from codemode.runtime import ToolRuntime
 from codemode.runtime.errors import ToolArgsError, ToolError, UsageError
-from codemode.tools._mcp_convert import bridged_definition, output_schema_for, value_of
-from codemode.tools._mcp_names import assign_tool_names, server_slug, unique_server_names
-from codemode.tools.mcp_bridge import McpBridge, UpstreamServer, parse_upstream
 from codemode.tools.run_code import PythonCodeRuntime
 
 from .fixtures import COMMIT_MESSAGE, REPOSITORY_FILES, git_server, make_repository, time_server

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from codemode.tools import cli
+from codemode.app import cli
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -98,15 +102,6 @@ def test_toolset_option_loads_definitions(capsys: pytest.CaptureFixture[str]) ->
     assert code == 0 and len(json.loads(out)["tools"]) == 5
 
 
-def test_missing_code_runtime_is_reported(capsys: pytest.CaptureFixture[str],
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """It explains that a code mode needs the code runtime when it cannot be imported."""
-    monkeypatch.setattr(cli, "CODE_RUNTIME", "no_such_module_xyz:PythonCodeRuntime")
-    code, _, err = _run(capsys, "prompt", "--mode", "code")
-    assert code == 2
-    assert "--mode code needs a code runtime" in err
-
-
 def test_code_mode_prompt_and_signposted_call(capsys: pytest.CaptureFixture[str]) -> None:
     """It offers only run_code in code mode and signposts a direct demo-tool call."""
     code, out, _ = _run(capsys, "prompt", "--mode", "code", "--json")
@@ -132,3 +127,58 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     """It prints the version and exits 0."""
     code, out, _ = _run(capsys, "--version")
     assert code == 0 and out.startswith("codemode ")
+
+
+def test_call_run_code_in_native_mode_points_to_code_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    """It refuses `call run_code` in native mode with a usage error naming --mode code."""
+    code, out, err = _run(capsys, "call", "run_code", "--args", '{"code": "return 1", "description": "x"}')
+    assert (code, out) == (2, "")
+    assert "--mode code" in err and "codemode run" in err
+
+
+def test_call_run_code_in_code_mode_runs_the_program(capsys: pytest.CaptureFixture[str]) -> None:
+    """It runs `call run_code` where run_code is offered."""
+    code, out, _ = _run(capsys, "call", "run_code", "--mode", "code", "--json",
+                        "--args", '{"code": "return 6 * 7", "description": "x"}')
+    assert code == 0 and json.loads(out)["value"]["result"] == 42
+
+
+def test_toolset_is_imported_from_the_current_directory_like_python_m(tmp_path: Path) -> None:
+    """The console script finds ``--toolset mod:attr`` in the current directory, as `python -m` would,
+    though the script's own sys.path does not hold it."""
+    (tmp_path / "cwd_toolset_probe.py").write_text(
+        "from codemode.tools import demo_tools\n\ntools = [t for t in demo_tools() if t.name == 'add']\n",
+        encoding="utf-8")
+    script = Path(sys.executable).parent / "codemode"
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    done = subprocess.run([str(script), "call", "add", "--args", '{"a": 2, "b": 5}', "--json",
+                           "--toolset", "cwd_toolset_probe:tools"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["value"] == {"sum": 7}
+
+
+@pytest.mark.parametrize(("argv", "missing", "extra"), [
+    (("serve",), "mcp", "codemode[mcp]"),
+    (("serve",), "mcp_types", "codemode[mcp]"),
+    (("check", "-"), "mypy", "codemode[check]"),
+])
+def test_a_missing_extra_is_named(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                  argv: tuple[str, ...], missing: str, extra: str) -> None:
+    """A command whose optional dependencies are not installed exits 2 and names the extra to install."""
+    monkeypatch.setitem(sys.modules, missing, None)  # (an import of it now fails, as if not installed)
+    for name in [name for name in sys.modules if name.startswith(("codemode.app.mcp_bridge", "mcp."))]:
+        monkeypatch.delitem(sys.modules, name)
+    code, out, err = _run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert f"pip install '{extra}'" in err and err.count("\n") == 1
+
+
+def test_the_core_runs_programs_without_the_extras(tmp_path: Path) -> None:
+    """`codemode run` needs neither the MCP SDK nor mypy."""
+    probe = ("import sys\nsys.modules.update(mcp=None, mcp_types=None, mypy=None)\n"
+             "from codemode.app.cli import main\nsys.exit(main(['run', '-', '--quiet', '--json']))\n")
+    done = subprocess.run([sys.executable, "-c", probe], input="return await tools.add(a=1, b=2)",
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == {"sum": 3}

@@ -19,8 +19,9 @@ import mcp_types as types
 import pytest
 from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 
-from codemode.runtime import Agent, ToolRuntime
-from codemode.tools.mcp_bridge import (
+from codemode import CodeMode, tool
+from codemode.app._mcp_progress import ProgressRelay
+from codemode.app.mcp_bridge import (
     ERROR_META_KEY,
     SDK_PROMPT,
     SDK_URI,
@@ -28,6 +29,7 @@ from codemode.tools.mcp_bridge import (
     build_server,
     run_serve,
 )
+from codemode.runtime import Agent, ToolRuntime
 from codemode.tools.run_code import PythonCodeRuntime
 from codemode.tools.workspace import workspace_tools
 
@@ -35,8 +37,7 @@ from .fixtures import REPOSITORY_FILES, git_server, make_repository, time_server
 from .fixtures.mcp_toolset import toolset
 
 REPO = Path(__file__).resolve().parents[2]
-ENTRY = REPO / "tests" / "tools" / "fixtures" / "serve_entry.py"
-TOOLSET = "tests.tools.fixtures.mcp_toolset:toolset"
+TOOLSET = "tests.app.fixtures.mcp_toolset:toolset"
 
 
 @pytest.fixture
@@ -194,7 +195,8 @@ return notes["text"]
 
 def _entry_params(workspace: Path, *args: str) -> StdioServerParameters:
     env = {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")}
-    return StdioServerParameters(command=sys.executable, args=[str(ENTRY), *args], env=env, cwd=workspace)
+    return StdioServerParameters(command=sys.executable, args=["-m", "codemode", "serve", *args], env=env,
+                                 cwd=workspace)
 
 
 @asynccontextmanager
@@ -308,3 +310,88 @@ def test_spawned_serve_exits_2_on_a_bad_toolset(workspace: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "cannot import 'nosuchmodule'" in done.stderr
     assert done.stdout == ""
+
+
+# -- live progress and logging while run_code runs ---------------------------------------------------
+
+LIVE_PROGRAM = """
+await tools.list_files()
+print("line one\\nline two")
+try:
+    await tools.read_text(path="../outside")
+except ToolCallError:
+    pass
+return await tools.wait_for_news()
+"""
+
+
+@pytest.mark.anyio
+async def test_run_code_sends_progress_and_log_notifications_as_they_happen(workspace: Path) -> None:
+    """Each settled child call is a progress notification (count and call) and each printed text a
+    logging notification, sent while the program runs: its last call waits until the client heard both."""
+    heard_progress, heard_log = anyio.Event(), anyio.Event()
+
+    @tool
+    async def wait_for_news() -> str:
+        """Wait until the client has heard of the program's progress and output."""
+        await heard_progress.wait()
+        await heard_log.wait()
+        return "heard"
+
+    progress: list[tuple[float, float | None, str | None]] = []
+    logs: list[tuple[str, str | None, Any]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+        heard_progress.set()
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append((params.level, params.logger, params.data))
+        heard_log.set()
+
+    relay = ProgressRelay()
+    with anyio.fail_after(60):
+        async with CodeMode(tools=[*workspace_tools(workspace), wait_for_news], on_log=relay.on_log) as cm:
+            server = build_server(cm.runtime, cm.agent, relay=relay)
+            async with Client(server, logging_callback=on_log, log_level="info") as client:
+                result = await client.call_tool("run_code", {"code": LIVE_PROGRAM, "description": "live"},
+                                                progress_callback=on_progress)
+                quiet = await client.call_tool("run_code", {"code": "print('x')\nreturn 1",
+                                                            "description": "no token"})
+    assert result.is_error is False, result.content
+    assert progress == [(1, None, "mcp-1:code:1 list_files ok"), (2, None, "mcp-1:code:2 read_text DENIED"),
+                        (3, None, "mcp-1:code:3 wait_for_news ok")]
+    assert logs == [("info", "run_code", "line one\nline two"), ("info", "run_code", "x")]
+    assert quiet.is_error is False and len(progress) == 3  # no token: no progress
+
+
+@pytest.mark.anyio
+async def test_spawned_serve_sends_progress_and_logs_over_stdio(workspace: Path) -> None:
+    """The `codemode serve` process sends the notifications over its JSON-RPC stdio channel, and writes
+    --events while the session is still open."""
+    progress: list[str | None] = []
+    logs: list[Any] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.data)
+
+    params = _entry_params(workspace, "--mode", "code", "--workspace", str(workspace),
+                           "--events", "events.jsonl")
+    program = ('await tools.list_files()\nprint("listed")\n'
+               'await tools.read_text(path="docs/notes.md")\nreturn 1')
+    with anyio.fail_after(60):
+        async with stdio_client(params) as (read, write), ClientSession(
+                read, write, logging_callback=on_log, log_level="info") as session:
+            await session.initialize()
+            result = await session.call_tool("run_code", {"code": program, "description": "stdio"},
+                                             progress_callback=on_progress)
+            live = (workspace / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    assert result.is_error is False, result.content
+    assert progress == ["mcp-1:code:1 list_files ok", "mcp-1:code:2 read_text ok"]
+    assert logs == ["listed"]
+    assert [json.loads(line)["type"] for line in live] == [
+        "tool/call", "tool/code-dispatch-start", "tool/code-dispatch", "tool/code-dispatch-start",
+        "tool/code-dispatch", "tool/result"]

@@ -25,44 +25,39 @@ logs on stderr, among other things the sandbox's health events (a template repla
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib
 import itertools
 import json
 import sys
-from collections.abc import Callable, Sequence
-from importlib import metadata
 from typing import Any, Literal
 
-import anyio
 import mcp_types as types
 from mcp.server import Server
 
-from codemode.runtime import Agent, ToolDefinition, ToolRuntime, UsageError
+from codemode.runtime import RUN_CODE, Agent, ToolResult, ToolRuntime, UsageError
+from codemode.runtime.modes import MODES
 from codemode.runtime.prompt import SDK_SECTION
 from codemode.runtime.scheduler import ToolCallRequest, execute_tool_calls
 from codemode.sandbox.lossless import thaw
+from codemode.tools import CodeMode
 
+from ._common import CliUsageError, app_version, events_file, load_toolsets, open_codemode
 from ._mcp_client import McpBridge, parse_upstream
 from ._mcp_convert import to_call_tool_result
+from ._mcp_progress import ProgressRelay
 from ._mcp_stdio import stdio_transport
-from .timeout_policy import install_timeout_policy
 
 __all__ = (
     "SDK_PROMPT",
     "SDK_URI",
     "add_serve_arguments",
     "build_server",
-    "load_toolset",
     "run_serve",
     "sdk_text",
-    "serve_main",
     "serve_stdio",
 )
 
 SDK_PROMPT = "codemode_sdk"
 SDK_URI = "codemode://sdk"
-_RUN_CODE = "run_code"
 
 
 def _offer(rt: ToolRuntime, agent: Agent) -> tuple[list[Any], str | None]:
@@ -80,24 +75,40 @@ def sdk_text(rt: ToolRuntime, agent: Agent) -> str | None:
 
 def _tool(schema: Any, sdk: str | None) -> types.Tool:
     description = str(schema["description"])
-    if schema["name"] == _RUN_CODE and sdk:
+    if schema["name"] == RUN_CODE and sdk:
         description = f"{description}\n\n{sdk}"
     return types.Tool(name=schema["name"], description=description, input_schema=thaw(schema["parameters"]))
 
 
-def build_server(rt: ToolRuntime, agent: Agent, *, name: str = "codemode", version: str = "") -> Server[Any]:
-    """A low-level MCP ``Server`` whose handlers map to ``rt`` for the one agent ``agent``."""
+def build_server(rt: ToolRuntime, agent: Agent, *, name: str = "codemode", version: str = "",
+                 relay: ProgressRelay | None = None) -> Server[Any]:
+    """A low-level MCP ``Server`` whose handlers map to ``rt`` for the one agent ``agent``.
+
+    With ``relay`` (whose ``on_log`` the code runtime was given), a ``run_code`` call sends live
+    progress and logging notifications while it runs (see :mod:`codemode.app._mcp_progress`); its
+    ``around_execute`` hook is installed on ``rt`` here.
+    """
     call_ids = itertools.count(1)
+    if relay is not None:
+        rt.around_execute(relay.around)
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
         offered, sdk = _offer(rt, agent)
         return types.ListToolsResult(tools=[_tool(schema, sdk) for schema in offered])
 
-    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments = params.arguments if params.arguments is not None else {}
         request = ToolCallRequest(f"mcp-{next(call_ids)}", params.name, json.dumps(arguments, allow_nan=True))
-        try:
+
+        async def run() -> ToolResult:
             [result] = await execute_tool_calls(rt, [request], agent=agent)
+            return result
+
+        try:
+            if relay is not None and params.name == RUN_CODE:
+                result = await relay.relaying(request.call_id, ctx, run)
+            else:
+                result = await run()
         except Exception as exc:  # the pipeline is total; this is a last line of defence
             message = f"codemode could not run {params.name!r}: {exc}"
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"Error: {message}")],
@@ -143,16 +154,16 @@ def build_server(rt: ToolRuntime, agent: Agent, *, name: str = "codemode", versi
 
 
 async def serve_stdio(rt: ToolRuntime, *, agent: Agent | None = None, name: str = "codemode",
-                      version: str = "") -> None:
+                      version: str = "", relay: ProgressRelay | None = None) -> None:
     """Serve ``rt`` as an MCP server on this process's stdin/stdout until the client disconnects.
 
     ``agent`` is the session's agent (a fresh ``codemode.runtime.Agent("mcp")`` when None): one server
     connection is one agent session. Every line gets an answer, refusals included (see
-    :mod:`codemode.tools._mcp_stdio`).
+    :mod:`codemode.app._mcp_stdio`).
     """
     if agent is None:
         agent = Agent("mcp")
-    server = build_server(rt, agent, name=name, version=version)
+    server = build_server(rt, agent, name=name, version=version, relay=relay)
     async with stdio_transport() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
@@ -162,7 +173,7 @@ async def serve_stdio(rt: ToolRuntime, *, agent: Agent | None = None, name: str 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``codemode serve`` flags to ``parser``."""
-    parser.add_argument("--mode", choices=("code", "both", "native"), default="code",
+    parser.add_argument("--mode", choices=MODES, default="code",
                         help="what to offer: run_code only (code, default), native tools plus run_code "
                              "(both), or the native tools alone (native)")
     parser.add_argument("--toolset", action="append", default=[], metavar="MODULE:ATTR",
@@ -175,57 +186,18 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--upstream-prefix", action="store_true",
                         help="always register upstream tools as <server>_<tool> (default: only on collision)")
     parser.add_argument("--events", metavar="FILE", default=None,
-                        help="write the session's event log to FILE as JSON lines when it ends")
+                        help="write the session's event log to FILE as JSON lines, as events happen")
     parser.add_argument("--upstream-timeout", type=float, default=30.0, metavar="SECONDS",
                         help="bound on each upstream's start and handshake (default 30)")
 
 
-def load_toolset(spec: str) -> list[ToolDefinition]:
-    """Definitions named by ``MODULE:ATTR``: a definition list, or a function returning one."""
-    from .toolsets import load_toolset as load_named
-
-    return load_named(spec)
-
-
-def _default_toolset(workspace: str) -> list[ToolDefinition]:
-    from .toolsets import default_toolset
-
-    return default_toolset(workspace)
-
-
-def _code_runtime(mode: str) -> Any:
-    if mode == "native":
-        return None
-    try:
-        module = importlib.import_module("codemode.tools.run_code")
-    except ImportError as exc:
-        raise UsageError(
-            f"--mode {mode} needs codemode.tools.run_code, which is not available: {exc}") from None
-    return module.PythonCodeRuntime()
-
-
-def _log_sandbox_health(code_runtime: Any) -> None:
+def _log_sandbox_health(cm: CodeMode) -> None:
     """Log the sandbox's health events (its template lost or replaced, the restart breaker) on stderr,
     the server's log; a session's ``--events`` log has those its runs saw as ``code/sandbox`` events."""
-    sandbox = getattr(code_runtime, "sandbox", None)
-    if sandbox is not None:
-        sandbox.on_health(lambda event: print(f"codemode serve: sandbox {event.kind}: {event.message}",
-                                              file=sys.stderr, flush=True))
-
-
-def _write_events(path: str, agent: Agent) -> None:
-    try:
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(agent.events.to_jsonl())
-    except OSError as exc:
-        print(f"codemode serve: cannot write --events {path!r}: {exc.strerror}", file=sys.stderr)
-
-
-def _version() -> str:
-    try:
-        return metadata.version("codemode")
-    except metadata.PackageNotFoundError:  # a source tree that is not installed
-        return "0+unknown"
+    if cm.code_runtime is not None:
+        cm.code_runtime.sandbox.on_health(
+            lambda event: print(f"codemode serve: sandbox {event.kind}: {event.message}", file=sys.stderr,
+                                flush=True))
 
 
 def _error(message: str) -> int:
@@ -235,38 +207,23 @@ def _error(message: str) -> int:
 
 async def run_serve(args: argparse.Namespace) -> int:
     """Run ``codemode serve`` from parsed arguments; returns the exit code (2 for usage errors)."""
+    agent = Agent("mcp")
+    relay = ProgressRelay()
+    observers = {} if args.mode == "native" else {"on_log": relay.on_log}
     try:
         upstreams = [parse_upstream(text) for text in args.upstream]
-        specs: Sequence[str] = args.toolset
-        definitions = [d for spec in specs for d in load_toolset(spec)] if specs else _default_toolset(
-            args.workspace)
-        code_runtime = _code_runtime(args.mode)
-    except UsageError as exc:
-        return _error(str(exc))
-    version = _version()
-    try:
-        async with contextlib.AsyncExitStack() as stack:
-            if hasattr(code_runtime, "__aenter__"):  # the code runtime owns the sandbox's warm workers
-                code_runtime = await stack.enter_async_context(code_runtime)
-                _log_sandbox_health(code_runtime)
-            rt = await stack.enter_async_context(ToolRuntime(mode=args.mode, code_runtime=code_runtime))
-            install_timeout_policy(rt)  # every tool's timeout_ms holds
-            for definition in definitions:
-                rt.register(definition)
-            prefix: Literal["auto", "always"] = "always" if args.upstream_prefix else "auto"
-            bridge = McpBridge(upstreams, prefix=prefix, taken=[d.name for d in definitions],
-                               connect_timeout_s=args.upstream_timeout)
-            # Entered after the runtime and closed before it, in this task: the sessions' task groups nest
-            # inside the runtime's lifetime (structured), and no session outlives the runtime.
-            await stack.enter_async_context(bridge)
-            bridge.register(rt)
-            agent = Agent("mcp")
-            try:
-                await serve_stdio(rt, agent=agent, version=version)
-            finally:
-                if args.events:
-                    _write_events(args.events, agent)
-    except UsageError as exc:
+        definitions = load_toolsets(args.toolset, args.workspace)
+        with events_file(args.events, agent):
+            async with open_codemode(args.mode, definitions, agent=agent, **observers) as cm:
+                _log_sandbox_health(cm)
+                prefix: Literal["auto", "always"] = "always" if args.upstream_prefix else "auto"
+                # Entered after the runtime and closed before it, in this task: the sessions' task groups
+                # nest inside the runtime's lifetime (structured), and no session outlives the runtime.
+                async with McpBridge(upstreams, prefix=prefix, taken=[d.name for d in definitions],
+                                     connect_timeout_s=args.upstream_timeout) as bridge:
+                    bridge.register(cm.runtime)
+                    await serve_stdio(cm.runtime, agent=agent, version=app_version(), relay=relay)
+    except (UsageError, CliUsageError) as exc:
         return _error(str(exc))
     except ExceptionGroup as group:  # the runtime's task group wraps what fails inside it
         usage = _first_usage_error(group)
@@ -276,21 +233,12 @@ async def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _first_usage_error(group: BaseExceptionGroup[Any]) -> UsageError | None:
+def _first_usage_error(group: BaseExceptionGroup[Any]) -> UsageError | CliUsageError | None:
     for exc in group.exceptions:
-        if isinstance(exc, UsageError):
+        if isinstance(exc, UsageError | CliUsageError):
             return exc
         if isinstance(exc, BaseExceptionGroup):
             found = _first_usage_error(exc)
             if found is not None:
                 return found
     return None
-
-
-def serve_main(argv: Sequence[str] | None = None, *, runner: Callable[..., Any] = anyio.run) -> int:
-    """``python -m``-style entry used by tests until ``codemode serve`` is wired: parse and run."""
-    parser = argparse.ArgumentParser(prog="codemode serve")
-    add_serve_arguments(parser)
-    args = parser.parse_args(argv)
-    result: int = runner(run_serve, args)
-    return result

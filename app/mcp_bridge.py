@@ -34,17 +34,24 @@ right after the runtime, in the same task (``async with ToolRuntime() as rt, Mcp
 bridge: bridge.register(rt)``), so the sessions close before the runtime does; a call that still reaches a
 closed session is an error result ("no longer connected"), never a hang.
 
-Server side (``codemode serve``): :func:`serve_stdio` offers a runtime's tools over MCP stdio;
-:func:`add_serve_arguments` and :func:`run_serve` are the CLI entry (see :mod:`codemode.tools._mcp_server`).
+Server side (``codemode serve``): :func:`serve_stdio` offers a runtime's tools over MCP stdio, with live
+progress and logging notifications while ``run_code`` runs (:class:`ProgressRelay`);
+:func:`add_serve_arguments` and :func:`run_serve` are the CLI entry (see :mod:`codemode.app._mcp_server`).
 """
 
+# ruff: noqa: E402 (the extra is checked before the modules that need it are imported)
 from __future__ import annotations
+
+from ._common import require_extra
+
+require_extra("mcp", ("mcp", "mcp_types"), "the MCP bridge (codemode serve, McpBridge)")
 
 from ._mcp_client import McpBridge as McpBridge
 from ._mcp_client import UpstreamServer as UpstreamServer
 from ._mcp_client import UpstreamTool as UpstreamTool
 from ._mcp_client import parse_upstream as parse_upstream
 from ._mcp_convert import ERROR_META_KEY as ERROR_META_KEY
+from ._mcp_progress import ProgressRelay as ProgressRelay
 from ._mcp_server import SDK_PROMPT as SDK_PROMPT
 from ._mcp_server import SDK_URI as SDK_URI
 from ._mcp_server import add_serve_arguments as add_serve_arguments
@@ -55,6 +62,7 @@ from ._mcp_server import serve_stdio as serve_stdio
 __all__ = (  # noqa: RUF022 (plain sorted order, as tests/test_public_api.py checks for packages)
     "ERROR_META_KEY",
     "McpBridge",
+    "ProgressRelay",
     "SDK_PROMPT",
     "SDK_URI",
     "UpstreamServer",
