@@ -66,6 +66,7 @@ class Member:
     node_id: str | None
     pid: int | None
     load: int = 0
+    runs: int = 0
     alive: bool = True
     lost: str | None = None
 

@@ -60,7 +60,7 @@ from .pool import DEFAULT_MAX_WORKERS, Sandbox, _check_arguments
 from .results import RunError, RunResult, RunStats
 from .session import SandboxSession, failed_result
 
-__all__ = ("HOP_GRACE", "RaySandbox", "RaySession")
+__all__ = ("HOP_GRACE", "ActorInfo", "RaySandbox", "RaySession")
 
 #: How long after a run's deadline the host still waits for its node's answer (which normally comes at
 #: the deadline: the node enforces the same budget).
@@ -72,6 +72,19 @@ _CANCEL_WAIT: Final = 2.0
 
 _ABANDONED: Final = "the program stopped waiting for the call"
 _RUN_OVER: Final = "the run is over"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ActorInfo:
+    """One actor of a :class:`RaySandbox`: its place in the pool, its Ray node and process (pid on that
+    node), whether it is live, its runs in flight and the runs it was given."""
+
+    index: int
+    node_id: str | None
+    pid: int | None
+    alive: bool
+    in_flight: int
+    runs: int
 
 
 class RaySandbox(Sandbox):
@@ -158,10 +171,9 @@ class RaySandbox(Sandbox):
         """Always empty: the workers live on the nodes, where a pid of this host means nothing."""
         return []
 
-    @property
-    def actor_nodes(self) -> list[str | None]:
-        """The Ray node id of each actor (index order), ``None`` for one being replaced."""
-        return [m.node_id if m.alive else None for m in self._actors.members]
+    def actors(self) -> tuple[ActorInfo, ...]:
+        """The actors now, in index order (a lost one until its replacement starts)."""
+        return tuple(ActorInfo(m.index, m.node_id, m.pid, m.alive, m.load, m.runs) for m in self._actors.members)
 
     def health(self) -> SandboxHealth:
         """A host-side snapshot: ``template_pid`` is a live actor's, restarts and failures count actor
@@ -253,6 +265,7 @@ class RaySandbox(Sandbox):
         run = _HostRun(member, uuid.uuid4().hex, call_tool, on_log)
         node_limits = limits.replace(wall_seconds=left).as_dict()
         member.load += 1
+        member.runs += 1
         try:
             with anyio.CancelScope(deadline=deadline + HOP_GRACE) as scope:
                 async with anyio.create_task_group() as group:
@@ -268,7 +281,12 @@ class RaySandbox(Sandbox):
                     await member.handle.cancel.remote(run.run_id)
         if run.actor_died:
             self._actors.lost(member, run.actor_died)
-        return run.outcome(limits, started, restarted), run.unseen()
+        result = run.outcome(limits, started, restarted)
+        error = result.error
+        if error is not None and error.kind == "timeout":  # (the node was given what was left of the budget)
+            message = error.message.replace(f"{left:g} s (wall_seconds)", f"{limits.wall_seconds:g} s (wall_seconds)")
+            result = dataclasses.replace(result, error=RunError("timeout", message))
+        return result, run.unseen()
 
 
 class RaySession(SandboxSession):
