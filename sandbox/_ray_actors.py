@@ -99,7 +99,7 @@ class ActorPool:
         """Start ``count`` actors (default: ``per_node`` on each live node); raise SandboxStartError if
         one cannot start (those that did are stopped)."""
         self._group = group
-        nodes = sorted(str(node["NodeID"]) for node in ray.nodes() if node.get("Alive"))
+        nodes = _live_nodes()
         if not nodes:
             raise SandboxStartError("the Ray instance has no live node to start sandbox actors on")
         total = count if count is not None else per_node * len(nodes)
@@ -124,13 +124,13 @@ class ActorPool:
         for member in members:
             group.start_soon(self._watch, member)
 
-    async def _start_member(self, index: int, node_id: str | None) -> Member:
-        options: dict[str, Any] = {"max_restarts": 0, "max_task_retries": 0, "num_cpus": 0,
-                                   "max_concurrency": 10_000}
-        if node_id is not None:
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=True)
-        options.update(self._actor_options)
+    async def _start_member(self, index: int, node_id: str) -> Member:
         try:
+            # (hard affinity: a soft one lets Ray place an actor that asks for no CPU on the driver's node)
+            options: dict[str, Any] = {"max_restarts": 0, "max_task_retries": 0, "num_cpus": 0,
+                                       "max_concurrency": 10_000,
+                                       "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
+            options.update(self._actor_options)
             handle = _remote().options(**options).remote(self._node_options)
         except Exception as exc:  # (bad actor_options, a Ray that is shutting down)
             raise SandboxStartError(f"cannot create a sandbox actor: {describe(exc)}") from None
@@ -233,6 +233,18 @@ class ActorPool:
         if self._group is not None:
             self._group.start_soon(self._replace, member)
 
+    def _home_for(self, old: Member) -> str:
+        """The node for ``old``'s replacement: its own if still alive, else the live node with the fewest
+        actors (a node that left the cluster does not come back under the same id)."""
+        nodes = _live_nodes()
+        if old.node_id in nodes or not nodes:
+            return old.node_id or ""
+        count = {node: 0 for node in nodes}
+        for member in self.members:
+            if member.alive and member.node_id in count:
+                count[member.node_id] += 1
+        return min(nodes, key=lambda node: count[node])
+
     async def _watch(self, member: Member) -> None:
         try:
             await member.handle.watch.remote()
@@ -248,7 +260,7 @@ class ActorPool:
             if pause:
                 await anyio.sleep(pause)
             try:
-                member = await self._start_member(old.index, old.node_id)
+                member = await self._start_member(old.index, self._home_for(old))
             except SandboxStartError as exc:
                 failures += 1
                 self.failures += 1
@@ -266,3 +278,8 @@ class ActorPool:
             assert self._group is not None
             self._group.start_soon(self._watch, member)
             return
+
+
+def _live_nodes() -> list[str]:
+    """The ids of the Ray nodes alive now, sorted."""
+    return sorted(str(node["NodeID"]) for node in ray.nodes() if node.get("Alive"))
