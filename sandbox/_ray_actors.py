@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import anyio
 import anyio.abc
@@ -127,9 +127,9 @@ class ActorPool:
     async def _start_member(self, index: int, node_id: str) -> Member:
         try:
             # (hard affinity: a soft one lets Ray place an actor that asks for no CPU on the driver's node)
+            strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
             options: dict[str, Any] = {"max_restarts": 0, "max_task_retries": 0, "num_cpus": 0,
-                                       "max_concurrency": 10_000,
-                                       "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
+                                       "max_concurrency": 10_000, "scheduling_strategy": strategy}
             options.update(self._actor_options)
             handle = _remote().options(**options).remote(self._node_options)
         except Exception as exc:  # (bad actor_options, a Ray that is shutting down)
@@ -203,13 +203,14 @@ class ActorPool:
                 if self.closing:
                     raise WorkerUnavailable("worker-exit", "the sandbox is closing")
                 if cancelled():
-                    raise WorkerUnavailable("aborted", "the run was cancelled while it waited for a Ray actor")
+                    raise WorkerUnavailable("aborted", "the run was cancelled while it waited for a Ray "
+                                                       "actor")
                 left = deadline - anyio.current_time()
                 if left <= 0:
-                    raise WorkerUnavailable("timeout", "the run's wall-clock budget (wall_seconds) ran out while "
-                                                       "it waited for a sandbox actor to be replaced (last "
-                                                       f"error: {self.last_error or 'none'}); the program did "
-                                                       "not run")
+                    raise WorkerUnavailable("timeout", "the run's wall-clock budget (wall_seconds) ran out "
+                                                       "while it waited for a sandbox actor to be replaced "
+                                                       f"(last error: {self.last_error or 'none'}); the "
+                                                       "program did not run")
                 with anyio.move_on_after(min(left, _WAIT_STEP)):
                     await self._changed.wait()
         finally:
@@ -233,13 +234,16 @@ class ActorPool:
         if self._group is not None:
             self._group.start_soon(self._replace, member)
 
+    def _closed(self) -> bool:
+        return self.closing  # (a method: it can change while _replace awaits)
+
     def _home_for(self, old: Member) -> str:
         """The node for ``old``'s replacement: its own if still alive, else the live node with the fewest
         actors (a node that left the cluster does not come back under the same id)."""
         nodes = _live_nodes()
         if old.node_id in nodes or not nodes:
             return old.node_id or ""
-        count = {node: 0 for node in nodes}
+        count = dict.fromkeys(nodes, 0)
         for member in self.members:
             if member.alive and member.node_id in count:
                 count[member.node_id] += 1
@@ -267,7 +271,7 @@ class ActorPool:
                 self.last_error = exc.message
                 self._on_event("template-start-failed", f"{exc.message} (attempt {failures})")
                 continue
-            if self.closing:
+            if self._closed():
                 self._kill(member)
                 return
             self.members = [member if m is old else m for m in self.members]
@@ -282,4 +286,5 @@ class ActorPool:
 
 def _live_nodes() -> list[str]:
     """The ids of the Ray nodes alive now, sorted."""
-    return sorted(str(node["NodeID"]) for node in ray.nodes() if node.get("Alive"))
+    listing = cast(Callable[[], list[dict[str, Any]]], ray.nodes)  # (untyped in Ray)
+    return sorted(str(node["NodeID"]) for node in listing() if node.get("Alive"))

@@ -263,7 +263,8 @@ class NodeSandbox:
                 session = self._sessions.get(session_id)
                 if session is None or session.closed:
                     session = self._sessions[session_id] = sandbox.open_session(run_limits)
-            result = await sandbox.run(program, tool_names=tool_names, call_tool=CooperativeCallTool(relay.call),
+            result = await sandbox.run(program, tool_names=tool_names,
+                                       call_tool=CooperativeCallTool(relay.call),
                                        limits=run_limits, cancel=relay.cancel, on_log=relay.log,
                                        session=session)
         except SandboxError as exc:
@@ -274,7 +275,8 @@ class NodeSandbox:
 
 def _failed(message: str) -> RunResult:
     stats = RunStats(wall_ms=0.0, cpu_ms=None, tool_calls=0, isolation=())
-    return RunResult(value=None, has_value=False, logs=(), error=RunError("worker-exit", message), stats=stats)
+    return RunResult(value=None, has_value=False, logs=(), error=RunError("worker-exit", message),
+                     stats=stats)
 
 
 def _node_id() -> str | None:

@@ -39,6 +39,7 @@ except ImportError as _missing:  # pragma: no cover - exercised in an environmen
 import contextlib
 import dataclasses
 import inspect
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -51,7 +52,13 @@ from ._ray_actors import ActorPool, Member, describe
 from ._run import CallTool, CancelLike, OnLog
 from ._supply import WorkerUnavailable
 from .calls import CallAbandonment, CooperativeCallTool, CooperativeHandler
-from .errors import SandboxClosedError, SandboxStartError, SandboxUsageError, SessionClosedError, ToolCallFailure
+from .errors import (
+    SandboxClosedError,
+    SandboxStartError,
+    SandboxUsageError,
+    SessionClosedError,
+    ToolCallFailure,
+)
 from .health import RestartPolicy, SandboxHealth
 from .host import DEFAULT_EXECUTOR
 from .limits import SandboxLimits
@@ -173,7 +180,8 @@ class RaySandbox(Sandbox):
 
     def actors(self) -> tuple[ActorInfo, ...]:
         """The actors now, in index order (a lost one until its replacement starts)."""
-        return tuple(ActorInfo(m.index, m.node_id, m.pid, m.alive, m.load, m.runs) for m in self._actors.members)
+        return tuple(ActorInfo(m.index, m.node_id, m.pid, m.alive, m.load, m.runs)
+                     for m in self._actors.members)
 
     def health(self) -> SandboxHealth:
         """A host-side snapshot: ``template_pid`` is a live actor's, restarts and failures count actor
@@ -275,7 +283,7 @@ class RaySandbox(Sandbox):
                                                   f"{limits.wall_seconds:g} s (wall_seconds) and was killed")
         finally:
             member.load -= 1
-            if run.result is None and not run.actor_died:  # (timed out, failed or cancelled: stop the node's run)
+            if run.result is None and not run.actor_died:  # (timed out, failed or cancelled: stop its run)
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_WAIT), \
                         contextlib.suppress(RayError):
                     await member.handle.cancel.remote(run.run_id)
@@ -284,7 +292,8 @@ class RaySandbox(Sandbox):
         result = run.outcome(limits, started, restarted)
         error = result.error
         if error is not None and error.kind == "timeout":  # (the node was given what was left of the budget)
-            message = error.message.replace(f"{left:g} s (wall_seconds)", f"{limits.wall_seconds:g} s (wall_seconds)")
+            message = error.message.replace(f"{left:g} s (wall_seconds)",
+                                            f"{limits.wall_seconds:g} s (wall_seconds)")
             result = dataclasses.replace(result, error=RunError("timeout", message))
         return result, run.unseen()
 
@@ -323,8 +332,8 @@ class RaySession(SandboxSession):
             await self._lock.acquire()
         if scope.cancelled_caught:
             return failed_result("timeout", f"the run's wall-clock budget of {run_limits.wall_seconds:g} s "
-                                            "(wall_seconds) ran out while it waited for the session's previous "
-                                            "run; the program did not run", begun)
+                                            "(wall_seconds) ran out while it waited for the session's "
+                                            "previous run; the program did not run", begun)
         try:
             if self.closed:
                 raise SessionClosedError("this session was closed; open a new one")
@@ -402,7 +411,7 @@ class _HostRun:
         finally:  # (also on the deadline: a shielded cooperative call must hear that the run is over)
             for abandonment in list(self.abandonments.values()):
                 abandonment.abandon(_RUN_OVER)
-            group.cancel_scope.cancel()  # (plain calls and the cancel watcher; cooperative calls are shielded)
+            group.cancel_scope.cancel()  # (plain calls, the cancel watcher; cooperative ones are shielded)
 
     async def _handle(self, events: list[tuple[Any, ...]], group: anyio.abc.TaskGroup) -> None:
         for event in events:
@@ -467,8 +476,8 @@ class _HostRun:
                     reply = await _answer(self.plain, name, args)
                 finally:
                     self.scopes.pop(call_id, None)
-            if reply is None:
-                return
+        if reply is None:  # (cancelled: the program abandoned the call)
+            return
         with contextlib.suppress(RayError):  # (a dead actor fails the run's own poll)
             await self.member.handle.reply.remote(self.run_id, call_id, *reply)
 
@@ -523,7 +532,8 @@ def _connect(address: str | None) -> bool:
                                 "ray.init(address='auto') after `ray start --head`) before entering it, or "
                                 "pass RaySandbox(address=...)")
     try:
-        ray.init(address=address, logging_level="warning", log_to_driver=False)
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
     except Exception as exc:
-        raise SandboxStartError(f"cannot connect to the Ray instance at {address!r}: {describe(exc)}") from None
+        raise SandboxStartError(f"cannot connect to the Ray instance at {address!r}: "
+                                f"{describe(exc)}") from None
     return True

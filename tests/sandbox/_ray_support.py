@@ -9,7 +9,8 @@ import anyio
 from codemode.sandbox import RunResult, Sandbox, SandboxLimits, ToolCallFailure
 
 #: Programs and the tools they use; each returns or prints something that depends on the tool replies.
-CALLS = "total = 0\nfor i in range(10):\n    reply = await tools.double({'n': i})\n    total += reply['n']\nreturn total"
+CALLS = ("total = 0\nfor i in range(10):\n    reply = await tools.double({'n': i})\n    total += reply['n']\n"
+         "return total")
 
 
 async def tools(name: str, args: Any) -> Any:
@@ -45,6 +46,7 @@ class Cancel:
         self._event.set()
 
 
-async def run(box: Sandbox, program: str, *, wall: float = 20.0, cpu: float = 5.0, **kwargs: Any) -> RunResult:
+async def run(box: Sandbox, program: str, *, wall: float = 20.0, cpu: float = 5.0,
+              **kwargs: Any) -> RunResult:
     return await box.run(program, tool_names=NAMES, call_tool=tools,
                          limits=SandboxLimits(wall_seconds=wall, cpu_seconds=cpu), **kwargs)

@@ -1,5 +1,5 @@
-"""RaySandbox on a one-node local Ray instance: results like a local sandbox's, child calls served on the host,
-budgets, cancellation, persistent sessions, and an actor killed under its runs.
+"""RaySandbox on a one-node local Ray instance: results like a local sandbox's, child calls served on the
+host, budgets, cancellation, persistent sessions, and an actor killed under its runs.
 
 The module starts Ray once (``ray.init``) and shares one ``RaySandbox`` and one local ``Sandbox``; the tests
 that kill an actor use a sandbox of their own.
@@ -24,6 +24,7 @@ from codemode.sandbox import HealthEvent, RunResult, Sandbox, SandboxLimits, San
 from codemode.sandbox.ray import RaySandbox
 from codemode.tools.demo import demo_tools
 from codemode.tools.run_code import PythonCodeRuntime
+from tests.reliability._support import wait_until
 from tests.sandbox._ray_support import CALLS, NAMES, Cancel, run, tools
 
 pytestmark = pytest.mark.anyio
@@ -79,7 +80,8 @@ async def test_a_program_gives_the_same_result_as_in_a_local_sandbox(remote: Ray
     assert there.stats.isolation == here.stats.isolation
 
 
-async def test_twenty_concurrent_programs_with_child_calls_return_the_right_values(remote: RaySandbox) -> None:
+async def test_twenty_concurrent_programs_with_child_calls_return_the_right_values(
+        remote: RaySandbox) -> None:
     """It serves each program's ten child calls on the host and returns each program's own total."""
     served: list[int] = []
 
@@ -204,8 +206,7 @@ async def test_a_killed_actor_fails_its_runs_and_the_next_run_succeeds(ray_insta
                 async with anyio.create_task_group() as group:
                     for _ in range(3):
                         group.start_soon(blocked)
-                    while box.actors()[0].in_flight < 3:
-                        await anyio.sleep(0.05)
+                    assert await wait_until(lambda: box.actors()[0].in_flight == 3, 30)
                     await anyio.sleep(0.5)
                     assert victim.pid is not None
                     os.kill(victim.pid, signal.SIGKILL)
@@ -231,8 +232,7 @@ async def test_a_run_whose_deadline_passes_waiting_for_a_replacement_times_out(r
             victim = box.actors()[0]
             assert victim.pid is not None
             os.kill(victim.pid, signal.SIGKILL)
-            while box.actors()[0].alive:
-                await anyio.sleep(0.02)
+            assert await wait_until(lambda: not box.actors()[0].alive, 30)
             started = time.monotonic()
             result = await run(box, "return 1", wall=0.2)
             elapsed = time.monotonic() - started

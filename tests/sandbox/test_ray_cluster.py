@@ -7,12 +7,14 @@ The sandbox connects by ``address=`` (it owns that connection and closes it).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+
 import anyio
 import pytest
 from ray.cluster_utils import Cluster
 
 from codemode.sandbox import RunResult
 from codemode.sandbox.ray import RaySandbox
+from tests.reliability._support import wait_until
 from tests.sandbox._ray_support import CALLS, run
 
 pytestmark = pytest.mark.anyio
@@ -64,7 +66,8 @@ async def test_one_actor_runs_on_each_node_and_runs_spread_over_both(remote: Ray
     assert sum(placed) == 20 and min(placed) >= 5
 
 
-async def test_a_node_that_leaves_fails_its_runs_and_the_rest_go_on(remote: RaySandbox, cluster: Cluster) -> None:
+async def test_a_node_that_leaves_fails_its_runs_and_the_rest_go_on(remote: RaySandbox,
+                                                                     cluster: Cluster) -> None:
     """It fails the runs on a removed node's actor with ``worker-exit``, replaces that actor on the node that
     is left, and runs the next programs."""
     worker_node = cluster.list_all_nodes()[1]
@@ -78,17 +81,14 @@ async def test_a_node_that_leaves_fails_its_runs_and_the_rest_go_on(remote: RayS
         async with anyio.create_task_group() as group:
             for _ in range(4):
                 group.start_soon(blocked)
-            while sum(actor.in_flight for actor in remote.actors()) < 4:
-                await anyio.sleep(0.05)
+            assert await wait_until(lambda: sum(actor.in_flight for actor in remote.actors()) == 4, 30)
             await anyio.sleep(0.5)
             on_doomed = remote.actors()[doomed.index].in_flight
             cluster.remove_node(worker_node)
-            while len(results) < on_doomed:
-                await anyio.sleep(0.05)
+            assert await wait_until(lambda: len(results) >= on_doomed, 60)
             group.cancel_scope.cancel()  # (the runs on the head node would wait for their tool forever)
         after = await _many(remote, 6)
-        while not all(actor.alive for actor in remote.actors()):
-            await anyio.sleep(0.05)
+        assert await wait_until(lambda: all(actor.alive for actor in remote.actors()), 60)
     assert on_doomed >= 1
     assert [r.error.kind if r.error else None for r in results] == ["worker-exit"] * on_doomed
     assert {k: r.value for k, r in after.items()} == {k: 90 + k for k in range(6)}
