@@ -5,12 +5,13 @@ from Ray, so it stays importable and testable without it). It runs a plain :clas
 on its node - a supervised template forking isolated workers, with every layer, budget and check of a
 local sandbox - and relays each run's traffic with the host:
 
-- ``run`` starts a program and returns its first events; ``poll`` waits for more. An event is a tuple:
-  ``("log", text)``, ``("call", call_id, name, args)``, ``("abandon", call_id)`` (the program stopped
-  waiting for that call, or the run ended) or ``("done", RunResult)``; ``("gone",)`` answers a poll for a
-  run the actor does not know.
-- ``reply`` answers one call (``ok``, then the value, or the failure's message and code). Tools never run
-  here: the host serves every call through its own pipeline, so its guards, approvals and policies apply.
+- ``run`` starts a program and returns its first events; ``exchange`` hands over replies and waits for
+  more events. An event is a tuple: ``("log", text)``, ``("call", call_id, name, args)``,
+  ``("abandon", call_id)`` (the program stopped waiting for that call, or the run ended) or
+  ``("done", RunResult)``; ``("gone",)`` answers an exchange for a run the actor does not know.
+- A reply answers one call: ``(call_id, ok, value or message, code)``. It comes with the host's next
+  ``exchange``, or by itself (``reply``) when it is ready while an exchange waits. Tools never run here:
+  the host serves every call through its own pipeline, so its guards, approvals and policies apply.
 - ``cancel`` cancels a run (its worker is killed as in a local run); ``close_session`` closes a
   persistent session (kept here by the host's session id).
 - ``watch`` returns only when the actor stops: the host keeps one call of it outstanding, so the
@@ -47,7 +48,7 @@ __all__ = ("Event", "NodeSandbox")
 
 Event = tuple[Any, ...]
 
-#: The longest a ``run`` or ``poll`` waits for an event before it returns none (the host asks again).
+#: The longest a ``run`` or ``exchange`` waits for an event before it returns none (the host asks again).
 MAX_POLL: Final = 30.0
 
 
@@ -219,18 +220,21 @@ class NodeSandbox:
         self._group.start_soon(self._execute, run_id, relay, program, tool_names, limits, session_id)
         return await self._take(run_id, relay, wait)
 
-    async def poll(self, run_id: str, wait: float) -> list[Event]:
-        """More events of a run (waiting up to ``wait`` s for one); ``[("gone",)]`` for an unknown run."""
-        relay = self._runs.get(run_id)
-        if relay is None:
-            return [("gone",)]
-        return await self._take(run_id, relay, wait)
-
     async def _take(self, run_id: str, relay: _Relay, wait: float) -> list[Event]:
         events = await relay.take(wait)
         if relay.finished and not relay.events:
             self._runs.pop(run_id, None)
         return events
+
+    async def exchange(self, run_id: str, replies: list[tuple[int, bool, Any, str]],
+                       wait: float) -> list[Event]:
+        """Hand over the host's replies, then return more events (waiting up to ``wait`` s for one)."""
+        relay = self._runs.get(run_id)
+        if relay is None:
+            return [("gone",)]
+        for call_id, ok, payload, code in replies:
+            relay.reply(call_id, ok, payload, code)
+        return await self._take(run_id, relay, wait)
 
     async def reply(self, run_id: str, call_id: int, ok: bool, payload: Any, code: str) -> None:
         """The host's answer to one call (ignored once the run or the call is over)."""

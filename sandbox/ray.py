@@ -47,6 +47,7 @@ from typing import Any, Final, Literal
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from ._ray_actors import ActorPool, Member, describe
 from ._run import CallTool, CancelLike, OnLog
@@ -72,7 +73,7 @@ __all__ = ("HOP_GRACE", "ActorInfo", "RaySandbox", "RaySession")
 #: How long after a run's deadline the host still waits for its node's answer (which normally comes at
 #: the deadline: the node enforces the same budget).
 HOP_GRACE: Final = 1.0
-#: How long one ``poll`` waits on the node for an event before returning none.
+#: How long one exchange waits on the node for an event before returning none.
 _POLL: Final = 10.0
 #: How long the host waits for a node to take a cancellation (the node's result is not awaited).
 _CANCEL_WAIT: Final = 2.0
@@ -381,6 +382,9 @@ class _HostRun:
         self.failure: RunError | None = None
         #: Why the actor is taken for dead (a Ray call said so), else None.
         self.actor_died: str | None = None
+        #: Replies ready for the next exchange, and whether an exchange waits on the node now.
+        self.ready: list[tuple[int, bool, Any, str]] = []
+        self.exchanging = False
 
     def unseen(self) -> bool:
         """Nothing of the run was seen (no output, no call): it may go once more elsewhere."""
@@ -396,10 +400,17 @@ class _HostRun:
         try:
             events = await handle.run.remote(self.run_id, program, list(names), limits, session_id, _POLL)
             while True:
-                await self._handle(events, group)
+                called = await self._handle(events, group)
                 if self.result is not None or self.failure is not None:
                     break
-                events = await handle.poll.remote(self.run_id, _POLL)
+                if called:  # (a quick tool replies within a step: its reply rides on the exchange)
+                    await anyio.lowlevel.checkpoint()
+                replies, self.ready = self.ready, []
+                self.exchanging = True
+                try:
+                    events = await handle.exchange.remote(self.run_id, replies, _POLL)
+                finally:
+                    self.exchanging = False
         except RayActorError as exc:
             self.actor_died = f"died ({describe(exc)})"
             self.failure = RunError("worker-exit", f"{self.member.where()} died before the run finished "
@@ -413,13 +424,16 @@ class _HostRun:
                 abandonment.abandon(_RUN_OVER)
             group.cancel_scope.cancel()  # (plain calls, the cancel watcher; cooperative ones are shielded)
 
-    async def _handle(self, events: list[tuple[Any, ...]], group: anyio.abc.TaskGroup) -> None:
+    async def _handle(self, events: list[tuple[Any, ...]], group: anyio.abc.TaskGroup) -> bool:
+        """Act on a batch of events; True if it held a call."""
+        called = False
         for event in events:
             tag = event[0]
             if tag == "log":
                 await self._log(event[1])
             elif tag == "call":
                 self.calls += 1
+                called = True
                 group.start_soon(self._serve, event[1], event[2], event[3])
             elif tag == "abandon":
                 self._abandon(event[1])
@@ -431,6 +445,7 @@ class _HostRun:
             else:  # ("gone",): the node no longer knows the run (its sandbox stopped)
                 self.failure = RunError("worker-exit", f"the sandbox of {self.member.where()} stopped during "
                                                        "the run")
+        return called
 
     async def _log(self, text: str) -> None:
         self.logs.append(text)
@@ -478,8 +493,12 @@ class _HostRun:
                     self.scopes.pop(call_id, None)
         if reply is None:  # (cancelled: the program abandoned the call)
             return
-        with contextlib.suppress(RayError):  # (a dead actor fails the run's own poll)
-            await self.member.handle.reply.remote(self.run_id, call_id, *reply)
+        if not self.exchanging:
+            self.ready.append((call_id, *reply))  # (the next exchange carries it)
+            return
+        # An exchange waits on the node, maybe for this very reply: send it by itself. It is a one-way
+        # message: its result is not awaited (a dead actor fails the run's exchange instead).
+        self.member.handle.reply.remote(self.run_id, call_id, *reply)
 
     async def _watch_cancel(self, cancel: CancelLike) -> None:
         await cancel.wait()
