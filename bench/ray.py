@@ -60,13 +60,35 @@ async def double(name: str, args: Any) -> Any:
     return {"n": 2 * args["n"]}
 
 
-def _cpu(pid: int) -> float:
+def _cpu(pid: int, children: bool = False) -> float:
+    """CPU seconds of ``pid`` (with ``children``: and of its reaped children, as a template's workers)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICKS
+        used = int(fields[11]) + int(fields[12])
+        if children:
+            used += int(fields[13]) + int(fields[14])
+        return used / _TICKS
     except (OSError, IndexError, ValueError):
         return 0.0
+
+
+def _templates(parents: list[int]) -> list[int]:
+    """The sandbox templates started by these processes (each forks and reaps its workers)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                parent = int(handle.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                command = handle.read()
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent in parents and b"codemode.sandbox._template" in command:
+            found.append(int(name))
+    return found
 
 
 def _daemon_pids() -> list[int]:
@@ -83,19 +105,25 @@ def _daemon_pids() -> list[int]:
 
 
 class _CpuMeter:
-    """CPU seconds of the driver, the actors and Ray's daemons over one measured phase."""
+    """CPU seconds of the driver, the actors, the templates with their workers, and Ray's daemons over
+    one measured phase."""
 
     def __init__(self, actor_pids: list[int]) -> None:
         self._actors = actor_pids
+        self._templates = _templates(actor_pids or [os.getpid()])
         self._daemons = _daemon_pids()
 
+    def _now(self) -> tuple[float, ...]:
+        return (time.process_time(), sum(map(_cpu, self._actors)),
+                sum(_cpu(pid, children=True) for pid in self._templates), sum(map(_cpu, self._daemons)))
+
     def __enter__(self) -> _CpuMeter:
-        self._start = (time.process_time(), sum(map(_cpu, self._actors)), sum(map(_cpu, self._daemons)))
+        self._start = self._now()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        end = (time.process_time(), sum(map(_cpu, self._actors)), sum(map(_cpu, self._daemons)))
-        self.driver, self.actors, self.daemons = (b - a for a, b in zip(self._start, end, strict=True))
+        used = [b - a for a, b in zip(self._start, self._now(), strict=True)]
+        self.driver, self.actors, self.templates, self.daemons = used
 
 
 async def _throughput(box: Sandbox, program: str, count: int, expect: int, concurrency: int,
@@ -120,38 +148,51 @@ async def _throughput(box: Sandbox, program: str, count: int, expect: int, concu
     return {"runs": count, "seconds": elapsed, "runs_per_s": count / elapsed,
             "driver_cpu_ms_per_run": meter.driver * 1000 / count,
             "actor_cpu_ms_per_run": meter.actors * 1000 / count,
+            "template_and_worker_cpu_ms_per_run": meter.templates * 1000 / count,
             "daemon_cpu_ms_per_run": meter.daemons * 1000 / count}
 
 
-async def _latency(box: Sandbox, program: str, expect: int, runs: int) -> float:
-    times = []
+async def _once(box: Sandbox, program: str, expect: int) -> float:
+    started = time.perf_counter()
+    result = await box.run(program, tool_names=("double",), call_tool=double, limits=LIMITS)
+    elapsed = (time.perf_counter() - started) * 1000
+    if result.value != expect:
+        raise SystemExit(f"a run went wrong: {result.error or result.value}")
+    return elapsed
+
+
+async def _latency(box: Sandbox, local: Sandbox, program: str, expect: int, runs: int) -> dict[str, float]:
+    """Medians of runs one at a time on ``box``, and of its excess over ``local`` in alternating pairs (so
+    the machine's drift shifts both alike)."""
+    times, excess = [], []
     for _ in range(runs):
-        started = time.perf_counter()
-        result = await box.run(program, tool_names=("double",), call_tool=double, limits=LIMITS)
-        times.append((time.perf_counter() - started) * 1000)
-        if result.value != expect:
-            raise SystemExit(f"a run went wrong: {result.error or result.value}")
-    return statistics.median(times)
+        await local.wait_warm()
+        here = await _once(local, program, expect)
+        await box.wait_warm()
+        there = await _once(box, program, expect)
+        times.append(there)
+        excess.append(there - here)
+    return {"median_ms": statistics.median(times), "excess_over_local_ms": statistics.median(excess)}
 
 
-async def _measure(box: Sandbox, args: argparse.Namespace) -> dict[str, Any]:
+async def _measure(box: Sandbox, local: Sandbox, args: argparse.Namespace) -> dict[str, Any]:
     pids = [actor.pid for actor in box.actors() if actor.pid] if isinstance(box, RaySandbox) else []
     await box.wait_warm()
     for _ in range(20):  # (warm-up: lazy imports, Ray's connections, the allocators)
         await box.run(CALLS, tool_names=("double",), call_tool=double, limits=LIMITS)
-    return {
+    measured: dict[str, Any] = {
         "trivial": await _throughput(box, TRIVIAL, args.trivial, 1, args.concurrency, pids),
         "calls": await _throughput(box, CALLS, args.calls, 90, args.concurrency, pids),
-        "latency_trivial_ms": await _latency(box, TRIVIAL, 1, args.latency_runs),
-        "latency_calls_ms": await _latency(box, CALLS, 90, args.latency_runs),
     }
+    measured["latency_trivial"] = await _latency(box, local, TRIVIAL, 1, args.latency_runs)
+    measured["latency_calls"] = await _latency(box, local, CALLS, 90, args.latency_runs)
+    return measured
 
 
 @contextlib.asynccontextmanager
-async def _setup(name: str) -> AsyncIterator[Sandbox]:
+async def _setup(name: str, local: Sandbox) -> AsyncIterator[Sandbox]:
     if name == "local":
-        async with Sandbox() as box:
-            yield box
+        yield local
     elif name == "ray-1":
         ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
         try:
@@ -172,35 +213,38 @@ async def _setup(name: str) -> AsyncIterator[Sandbox]:
 
 def _table(results: dict[str, dict[str, Any]]) -> str:
     rows = ["| set-up | trivial runs/s | 10-call runs/s | trivial run ms | 10-call run ms | driver CPU "
-            "ms/run (trivial, 10-call) | actor CPU ms/run | Ray daemons CPU ms/run |",
-            "|---|---|---|---|---|---|---|---|"]
+            "ms/run (trivial, 10-call) | actor CPU ms/run | template + workers CPU ms/run | Ray daemons "
+            "CPU ms/run |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         t, c = r["trivial"], r["calls"]
         rows.append(f"| {name} | {t['runs_per_s']:.0f} | {c['runs_per_s']:.0f} | "
-                    f"{r['latency_trivial_ms']:.1f} | {r['latency_calls_ms']:.1f} | {t['driver_cpu_ms_per_run']:.2f}, "
+                    f"{r['latency_trivial']['median_ms']:.1f} | {r['latency_calls']['median_ms']:.1f} | "
+                    f"{t['driver_cpu_ms_per_run']:.2f}, "
                     f"{c['driver_cpu_ms_per_run']:.2f} | {t['actor_cpu_ms_per_run']:.2f}, "
-                    f"{c['actor_cpu_ms_per_run']:.2f} | {t['daemon_cpu_ms_per_run']:.2f}, "
+                    f"{c['actor_cpu_ms_per_run']:.2f} | {t['template_and_worker_cpu_ms_per_run']:.2f}, "
+                    f"{c['template_and_worker_cpu_ms_per_run']:.2f} | {t['daemon_cpu_ms_per_run']:.2f}, "
                     f"{c['daemon_cpu_ms_per_run']:.2f} |")
-    local = results.get("local")
-    one = results.get("ray-1")
-    if local and one:
-        per_run = one["latency_trivial_ms"] - local["latency_trivial_ms"]
-        per_call = ((one["latency_calls_ms"] - one["latency_trivial_ms"])
-                    - (local["latency_calls_ms"] - local["latency_trivial_ms"])) / 10
-        rows.append("")
-        rows.append(f"One Ray hop adds {per_run:.1f} ms per run and {per_call:.2f} ms per child call "
-                    "(ray-1 against local, medians of runs one at a time).")
+    rows.append("")
+    for name, r in results.items():
+        if name == "local":
+            continue
+        per_run = r["latency_trivial"]["excess_over_local_ms"]
+        per_call = (r["latency_calls"]["excess_over_local_ms"] - per_run) / 10
+        rows.append(f"{name}: one Ray hop adds {per_run:.1f} ms per run and {per_call:.2f} ms per child call "
+                    "(median excess over a local Sandbox, runs one at a time, alternating).")
     return "\n".join(rows)
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {}
-    for name in args.setups.split(","):
-        started = time.perf_counter()
-        async with _setup(name) as box:
-            entered = time.perf_counter() - started
-            results[name] = await _measure(box, args)
-            results[name]["start_seconds"] = entered
+    async with Sandbox() as local:
+        for name in args.setups.split(","):
+            started = time.perf_counter()
+            async with _setup(name, local) as box:
+                entered = time.perf_counter() - started
+                results[name] = await _measure(box, local, args)
+                results[name]["start_seconds"] = entered
         print(f"{name}: done", file=sys.stderr)
     return results
 

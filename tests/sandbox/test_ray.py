@@ -24,7 +24,9 @@ from codemode.sandbox import HealthEvent, RunResult, Sandbox, SandboxLimits, San
 from codemode.sandbox.ray import RaySandbox
 from codemode.tools.demo import demo_tools
 from codemode.tools.run_code import PythonCodeRuntime
+from tests.reliability._chaos_tools import template_pids
 from tests.reliability._support import wait_until
+from tests.sandbox._support import pid_alive
 from tests.sandbox._ray_support import CALLS, NAMES, Cancel, run, tools
 
 pytestmark = pytest.mark.anyio
@@ -196,6 +198,8 @@ async def test_a_killed_actor_fails_its_runs_and_the_next_run_succeeds(ray_insta
         async with RaySandbox(warm=1) as box:
             box.on_health(events.append)
             victim = box.actors()[0]
+            assert victim.pid is not None
+            templates = template_pids(victim.pid)
             async with box.open_session() as session:
                 kept = await run(box, "secret = 42", session=session)
                 results: list[RunResult] = []
@@ -208,14 +212,14 @@ async def test_a_killed_actor_fails_its_runs_and_the_next_run_succeeds(ray_insta
                         group.start_soon(blocked)
                     assert await wait_until(lambda: box.actors()[0].in_flight == 3, 30)
                     await anyio.sleep(0.5)
-                    assert victim.pid is not None
                     os.kill(victim.pid, signal.SIGKILL)
                 after = await run(box, CALLS, wall=60.0)
                 probe = await run(box, "try:\n    return secret\nexcept NameError:\n    return 'gone'",
                                   session=session, wall=60.0)
             replacement = box.actors()[0]
             health = box.health()
-    assert kept.ok
+    assert kept.ok and len(templates) == 1
+    assert await wait_until(lambda: not pid_alive(templates[0]), 10)  # (nothing outlives the actor)
     assert [r.error.kind if r.error else None for r in results] == ["worker-exit"] * 3
     assert all("died" in r.error.message for r in results if r.error)
     assert after.value == 90
