@@ -48,6 +48,7 @@ __all__ = ("Event", "NodeSandbox")
 
 Event = tuple[Any, ...]
 
+_MAX_EARLY: Final = 1024
 #: The longest a ``run`` or ``exchange`` waits for an event before it returns none (the host asks again).
 MAX_POLL: Final = 30.0
 
@@ -87,6 +88,8 @@ class _Relay:
         self.wake = anyio.Event()
         self.cancel = _Cancel()
         self.finished = False
+        #: The host stopped waiting for this run: forget it once it is over.
+        self.forget = False
         self._replies: dict[int, tuple[anyio.Event, list[tuple[bool, Any, str]]]] = {}
         self._next_call = 0
 
@@ -151,6 +154,8 @@ class NodeSandbox:
         self._sandbox: Sandbox | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._runs: dict[str, _Relay] = {}
+        #: Runs cancelled before they arrived (a cancellation may overtake its run): id -> forget.
+        self._early: dict[str, bool] = {}
         self._sessions: dict[str, SandboxSession] = {}
         self._stopping: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
@@ -217,6 +222,9 @@ class NodeSandbox:
         if run_id in self._runs:
             raise SandboxUsageError(f"run {run_id} was started already")
         relay = self._runs[run_id] = _Relay()
+        if run_id in self._early:
+            relay.forget = self._early.pop(run_id)
+            relay.cancel.fire()
         self._group.start_soon(self._execute, run_id, relay, program, tool_names, limits, session_id)
         return await self._take(run_id, relay, wait)
 
@@ -242,11 +250,19 @@ class NodeSandbox:
         if relay is not None:
             relay.reply(call_id, ok, payload, code)
 
-    async def cancel(self, run_id: str) -> None:
-        """Cancel a run: its worker is killed and its result says ``aborted``."""
+    async def cancel(self, run_id: str, forget: bool = False) -> None:
+        """Cancel a run: its worker is killed and its result says ``aborted``. ``forget``: the host no
+        longer waits for the result, so the run is dropped once over."""
         relay = self._runs.get(run_id)
-        if relay is not None:
-            relay.cancel.fire()
+        if relay is None:
+            self._early[run_id] = forget
+            while len(self._early) > _MAX_EARLY:  # (bounded: a run that never comes is not kept)
+                del self._early[next(iter(self._early))]
+            return
+        relay.forget = relay.forget or forget
+        relay.cancel.fire()
+        if relay.finished and relay.forget:
+            self._runs.pop(run_id, None)
 
     async def close_session(self, session_id: str) -> None:
         """Close a persistent session and kill its worker (idempotent)."""
@@ -274,7 +290,9 @@ class NodeSandbox:
         except SandboxError as exc:
             result = _failed(f"the node's sandbox failed the run: {exc}")
         relay.push(("done", result))
-        relay.finished = True  # (after the push: a poll that finds it finished and empty forgets the run)
+        relay.finished = True  # (after the push: an exchange that finds it finished and empty forgets it)
+        if relay.forget:
+            self._runs.pop(run_id, None)
 
 
 def _failed(message: str) -> RunResult:

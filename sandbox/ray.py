@@ -287,7 +287,7 @@ class RaySandbox(Sandbox):
             if run.result is None and not run.actor_died:  # (timed out, failed or cancelled: stop its run)
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_WAIT), \
                         contextlib.suppress(RayError):
-                    await member.handle.cancel.remote(run.run_id)
+                    await member.handle.cancel.remote(run.run_id, True)
         if run.actor_died:
             self._actors.lost(member, run.actor_died)
         result = run.outcome(limits, started, restarted)
