@@ -26,8 +26,8 @@ from codemode.tools.demo import demo_tools
 from codemode.tools.run_code import PythonCodeRuntime
 from tests.reliability._chaos_tools import template_pids
 from tests.reliability._support import wait_until
-from tests.sandbox._support import pid_alive
 from tests.sandbox._ray_support import CALLS, NAMES, Cancel, run, tools
+from tests.sandbox._support import pid_alive
 
 pytestmark = pytest.mark.anyio
 
@@ -171,19 +171,28 @@ async def test_a_persistent_session_keeps_its_globals(remote: RaySandbox) -> Non
 
 
 async def test_python_code_runtime_takes_a_ray_sandbox(remote: RaySandbox) -> None:
-    """It runs ``run_code`` through a RaySandbox: the child calls go through the host's pipeline."""
+    """It runs ``run_code`` through a RaySandbox: the child calls go through the host's pipeline, whose
+    guards apply."""
     agent = Agent("ray")
+
+    def no_devil(call: Any) -> str | None:
+        return "not that number" if call.name == "add" and call.arguments.get("a") == 666 else None
+
     with anyio.fail_after(60):
         async with PythonCodeRuntime(remote, persistent_sessions=True) as code_runtime, \
                 ToolRuntime("code", code_runtime=code_runtime) as rt:
             for definition in demo_tools():
                 rt.register(definition)
+            rt.guard(no_devil)
+            program = "try:\n    await tools.add(a=666, b=1)\nexcept ToolCallError as err:\n    return str(err)"
+            guarded = await rt.execute("run_code", {"code": program, "description": "guarded"}, agent=agent)
             first = await rt.execute("run_code", {"code": "n = (await tools.add(a=2, b=3))['sum']",
                                                   "description": "add"}, agent=agent)
             second = await rt.execute("run_code", {"code": "print(n)\nreturn (await tools.echo(text='hi'))",
                                                    "description": "echo"}, agent=agent)
             failed = await rt.execute("run_code", {"code": "await tools.fail(message='no')",
                                                    "description": "fail"}, agent=agent)
+    assert "not that number" in guarded.value["result"]
     assert not first.is_error and second.value == {"logs": ["5"], "result": {"text": "hi"}}
     assert failed.is_error and "no" in failed.error.message  # type: ignore[union-attr]
     children = [event.type for event in agent.events if event.type.startswith("tool/")]
