@@ -184,7 +184,7 @@ async def test_python_code_runtime_takes_a_ray_sandbox(remote: RaySandbox) -> No
             for definition in demo_tools():
                 rt.register(definition)
             rt.guard(no_devil)
-            program = "try:\n    await tools.add(a=666, b=1)\nexcept ToolCallError as err:\n    return str(err)"
+            program = "try:\n    await tools.add(a=666, b=1)\nexcept ToolCallError as e:\n    return str(e)"
             guarded = await rt.execute("run_code", {"code": program, "description": "guarded"}, agent=agent)
             first = await rt.execute("run_code", {"code": "n = (await tools.add(a=2, b=3))['sum']",
                                                   "description": "add"}, agent=agent)
