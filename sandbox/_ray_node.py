@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 from typing import Any, Final
 
 import anyio
@@ -302,9 +303,11 @@ def _failed(message: str) -> RunResult:
 
 
 def _node_id() -> str | None:
-    """This actor's Ray node id (None outside Ray)."""
+    """This actor's Ray node id (None outside Ray: asking then would start a Ray instance)."""
+    ray: Any = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
     try:
-        import ray
         return str(ray.get_runtime_context().get_node_id())
     except Exception:
         return None
