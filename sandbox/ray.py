@@ -36,6 +36,7 @@ except ImportError as _missing:  # pragma: no cover - exercised in an environmen
     raise ImportError("codemode.sandbox.ray needs Ray, which is not installed; install the extra with "
                       "`pip install 'codemode[ray]'`") from _missing
 
+import asyncio
 import contextlib
 import dataclasses
 import inspect
@@ -140,6 +141,11 @@ class RaySandbox(Sandbox):
     async def __aenter__(self) -> RaySandbox:
         if self._stack is not None:
             raise SandboxUsageError("a Sandbox can be entered only once")
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise SandboxUsageError("RaySandbox runs on asyncio only (Ray's event loop integration); run "
+                                    "it with anyio.run(..., backend='asyncio')") from None
         stack = contextlib.AsyncExitStack()
         self._stack = stack
         try:

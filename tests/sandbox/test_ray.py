@@ -261,6 +261,26 @@ def test_bad_arguments_are_refused() -> None:
             RaySandbox(**kwargs)
 
 
+def test_entering_it_without_a_ray_instance_says_how_to_start_one() -> None:
+    """It refuses to start without ``ray.init()`` or ``address=``, saying which to do (and starts no Ray)."""
+    script = (
+        "import anyio, ray\n"
+        "from codemode.sandbox import SandboxStartError\n"
+        "from codemode.sandbox.ray import RaySandbox\n"
+        "async def main():\n"
+        "    async with RaySandbox():\n"
+        "        pass\n"
+        "try:\n"
+        "    anyio.run(main)\n"
+        "except SandboxStartError as exc:\n"
+        "    print(exc)\n"
+        "assert not ray.is_initialized()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "ray.init()" in out.stdout and "address=" in out.stdout
+
+
 def test_importing_it_without_ray_names_the_extra() -> None:
     """``import codemode`` and ``codemode.sandbox`` load no Ray; ``codemode.sandbox.ray`` without Ray says
     to install ``codemode[ray]``."""
