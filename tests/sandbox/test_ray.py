@@ -130,13 +130,17 @@ async def test_a_cancel_signal_aborts_the_run_on_its_node(remote: RaySandbox) ->
     cancel = Cancel()
     results: list[RunResult] = []
 
+    logged = anyio.Event()
+
     async def go() -> None:
-        results.append(await run(remote, "print('before')\nawait tools.hang({})", cancel=cancel))
+        results.append(await run(remote, "print('before')\nawait tools.hang({})", cancel=cancel,
+                                 on_log=lambda line: logged.set()))
 
     with anyio.fail_after(30):
         async with anyio.create_task_group() as group:
             group.start_soon(go)
-            await anyio.sleep(1.0)
+            await logged.wait()
+            await anyio.sleep(0.2)  # (the call is on its way to the host, or served there)
             cancel.fire()
     assert results[0].error is not None and results[0].error.kind == "aborted"
     assert results[0].logs == ("before",)
@@ -213,14 +217,16 @@ async def test_a_killed_actor_fails_its_runs_and_the_next_run_succeeds(ray_insta
                 kept = await run(box, "secret = 42", session=session)
                 results: list[RunResult] = []
 
+                started: list[str] = []
+
                 async def blocked() -> None:
-                    results.append(await run(box, "print('started')\nawait tools.hang({})", wall=60.0))
+                    results.append(await run(box, "print('started')\nawait tools.hang({})", wall=60.0,
+                                             on_log=started.append))
 
                 async with anyio.create_task_group() as group:
                     for _ in range(3):
                         group.start_soon(blocked)
-                    assert await wait_until(lambda: box.actors()[0].in_flight == 3, 30)
-                    await anyio.sleep(0.5)
+                    assert await wait_until(lambda: len(started) == 3, 30)  # (each reached its worker)
                     os.kill(victim.pid, signal.SIGKILL)
                 after = await run(box, CALLS, wall=60.0)
                 probe = await run(box, "try:\n    return secret\nexcept NameError:\n    return 'gone'",

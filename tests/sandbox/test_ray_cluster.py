@@ -74,15 +74,17 @@ async def test_a_node_that_leaves_fails_its_runs_and_the_rest_go_on(remote: RayS
     doomed = next(actor for actor in remote.actors() if actor.node_id == worker_node.node_id)
     results: list[RunResult] = []
 
+    started: list[str] = []
+
     async def blocked() -> None:
-        results.append(await run(remote, "print('on a node')\nawait tools.hang({})", wall=60.0))
+        results.append(await run(remote, "print('on a node')\nawait tools.hang({})", wall=60.0,
+                                 on_log=started.append))
 
     with anyio.fail_after(120):
         async with anyio.create_task_group() as group:
             for _ in range(4):
                 group.start_soon(blocked)
-            assert await wait_until(lambda: sum(actor.in_flight for actor in remote.actors()) == 4, 30)
-            await anyio.sleep(0.5)
+            assert await wait_until(lambda: len(started) == 4, 30)  # (each reached its worker)
             on_doomed = remote.actors()[doomed.index].in_flight
             cluster.remove_node(worker_node)
             assert await wait_until(lambda: len(results) >= on_doomed, 60)
