@@ -1,12 +1,14 @@
 """The actors of a :class:`~codemode.sandbox.ray.RaySandbox`: where they run, their load, their replacement.
 
-:class:`ActorPool` starts one :class:`~codemode.sandbox._ray_node.NodeSandbox` actor per slot, pinned
-(softly) to a node: by default one per node alive when the sandbox starts. It places each run on the live
-actor with the fewest runs in flight (ties go round the actors). Every actor has one ``watch`` call
-outstanding, which fails as soon as Ray sees the actor die; the pool then marks it lost (runs in flight on
-it fail with kind ``worker-exit``, through their own calls) and starts a replacement on the same node if
-that node is still there (else wherever Ray finds room), retrying with the restart policy's backoff. A
-run that finds no live actor waits for a replacement within its own wall-clock budget.
+:class:`ActorPool` starts one :class:`~codemode.sandbox._ray_node.NodeSandbox` actor per slot, pinned to a
+node: by default one per node alive when the sandbox starts. It places each run on the live actor with the
+fewest runs in flight (ties go round the actors). Every actor has one ``watch`` call outstanding, which
+fails as soon as Ray sees the actor die; an actor that leaves a run unanswered past its deadline is asked
+how it is, and taken for hung if it does not answer within ``RestartPolicy.hang_seconds`` (it is killed).
+Either way the pool marks it lost (runs in flight on it fail with kind ``worker-exit``, through their own
+calls) and starts a replacement on the same node if that node is still there (else on the live node with
+the fewest actors), retrying with the restart policy's backoff. A run that finds no live actor waits for
+a replacement within its own wall-clock budget.
 
 Actors are created with ``max_restarts=0``: Ray's own restart would bring back an actor with an empty
 sandbox under the same handle while runs still wait on the old one; replacing it here keeps each run's
@@ -68,6 +70,7 @@ class Member:
     load: int = 0
     runs: int = 0
     alive: bool = True
+    probing: bool = False
     lost: str | None = None
 
     def where(self) -> str:
@@ -233,6 +236,25 @@ class ActorPool:
                                         "replaced")
         if self._group is not None:
             self._group.start_soon(self._replace, member)
+
+    def suspect(self, member: Member) -> None:
+        """A run on ``member`` got no answer by its deadline: ask the actor how it is, and take it for
+        hung (kill and replace it) if it does not answer within the policy's ``hang_seconds``."""
+        if member.alive and not member.probing and not self.closing and self._group is not None:
+            member.probing = True
+            self._group.start_soon(self._probe, member)
+
+    async def _probe(self, member: Member) -> None:
+        hang = self._policy.hang_seconds
+        try:
+            with anyio.move_on_after(hang) as scope:
+                await member.handle.health.remote()
+            if scope.cancelled_caught:
+                self.lost(member, f"did not answer within {hang:g} s (stopped or hung) and was killed")
+        except RayError as exc:
+            self.lost(member, f"died ({describe(exc)})")
+        finally:
+            member.probing = False
 
     def _closed(self) -> bool:
         return self.closing  # (a method: it can change while _replace awaits)

@@ -288,6 +288,7 @@ class RaySandbox(Sandbox):
             if scope.cancelled_caught and run.result is None and run.failure is None:
                 run.failure = RunError("timeout", f"the program ran past its wall-clock budget of "
                                                   f"{limits.wall_seconds:g} s (wall_seconds) and was killed")
+                self._actors.suspect(member)  # (its node should have answered at the deadline)
         finally:
             member.load -= 1
             if run.result is None and not run.actor_died:  # (timed out, failed or cancelled: stop its run)

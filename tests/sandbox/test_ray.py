@@ -20,7 +20,7 @@ import pytest
 import ray
 
 from codemode.runtime import Agent, ToolRuntime
-from codemode.sandbox import HealthEvent, RunResult, Sandbox, SandboxLimits, SandboxUsageError
+from codemode.sandbox import HealthEvent, RestartPolicy, RunResult, Sandbox, SandboxLimits, SandboxUsageError
 from codemode.sandbox.ray import RaySandbox
 from codemode.tools.demo import demo_tools
 from codemode.tools.run_code import PythonCodeRuntime
@@ -257,6 +257,29 @@ async def test_a_run_whose_deadline_passes_waiting_for_a_replacement_times_out(r
             elapsed = time.monotonic() - started
     assert result.error is not None and result.error.kind == "timeout"
     assert elapsed < 1.5
+
+
+async def test_a_stopped_actor_is_taken_for_hung_and_replaced(ray_instance: None) -> None:
+    """It times out a run on an actor that stopped answering (SIGSTOP), kills that actor after
+    ``hang_seconds`` of silence, and runs the next program on its replacement."""
+    events: list[str] = []
+    with anyio.fail_after(60):
+        async with RaySandbox(warm=0, restart_policy=RestartPolicy(hang_seconds=1.0)) as box:
+            box.on_health(lambda event: events.append(event.kind))
+            victim = box.actors()[0]
+            assert victim.pid is not None
+            os.kill(victim.pid, signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                stuck = await run(box, "return 1", wall=1.0)
+                elapsed = time.monotonic() - started
+                assert await wait_until(lambda: box.actors()[0].pid != victim.pid, 30)
+            finally:
+                os.kill(victim.pid, signal.SIGCONT)  # (a no-op once it is killed)
+            after = await run(box, "return 2", wall=30.0)
+    assert stuck.error is not None and stuck.error.kind == "timeout" and elapsed < 1.0 + 1.0 + 1.5
+    assert after.value == 2
+    assert events[:2] == ["template-lost", "template-restarted"]
 
 
 def test_bad_arguments_are_refused() -> None:
