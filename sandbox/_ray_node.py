@@ -290,6 +290,8 @@ class NodeSandbox:
                                        session=session)
         except SandboxError as exc:
             result = _failed(f"the node's sandbox failed the run: {exc}")
+        except Exception as exc:  # (one run's failure must not take the node's sandbox down)
+            result = _failed(f"the node's sandbox failed the run: {type(exc).__name__}: {exc}")
         relay.push(("done", result))
         relay.finished = True  # (after the push: an exchange that finds it finished and empty forgets it)
         if relay.forget:
