@@ -21,6 +21,7 @@ import ray
 
 from codemode.runtime import Agent, ToolRuntime
 from codemode.sandbox import HealthEvent, RestartPolicy, RunResult, Sandbox, SandboxLimits, SandboxUsageError
+from codemode.sandbox.limits import MIB
 from codemode.sandbox.ray import RaySandbox
 from codemode.tools.demo import demo_tools
 from codemode.tools.run_code import PythonCodeRuntime
@@ -80,6 +81,25 @@ async def test_a_program_gives_the_same_result_as_in_a_local_sandbox(remote: Ray
     assert _key(there) == _key(here)
     assert there.error is None or there.error.message == here.error.message  # type: ignore[union-attr]
     assert there.stats.isolation == here.stats.isolation
+
+
+@pytest.mark.parametrize(("program", "budget", "kind"), [
+    (CALLS, {"max_tool_calls": 3}, "call-limit"),
+    ("return 'x' * 100", {"result_bytes": 50}, "output-limit"),
+    ("data = 'a' * (400 * 1024 * 1024)\nreturn len(data)", {"memory_bytes": 64 * MIB}, "memory-limit"),
+    ("for i in range(100):\n    print('line', i)\nreturn 'done'", {"log_bytes": 64}, None),
+])
+async def test_a_budget_ends_a_program_as_in_a_local_sandbox(remote: RaySandbox, local: Sandbox,
+                                                             program: str, budget: dict[str, int],
+                                                             kind: str | None) -> None:
+    """It enforces each budget on the node with the same kind, message and kept logs as a local sandbox."""
+    limits = SandboxLimits(wall_seconds=20.0, **budget)  # type: ignore[arg-type]
+    with anyio.fail_after(60):
+        here = await local.run(program, tool_names=NAMES, call_tool=tools, limits=limits)
+        there = await remote.run(program, tool_names=NAMES, call_tool=tools, limits=limits)
+    assert (there.error.kind if there.error else None) == kind
+    assert _key(there) == _key(here)
+    assert there.error is None or there.error.message == here.error.message  # type: ignore[union-attr]
 
 
 async def test_twenty_concurrent_programs_with_child_calls_return_the_right_values(
