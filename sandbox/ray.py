@@ -402,8 +402,9 @@ class _HostRun:
                     limits: dict[str, Any], session_id: str | None, cancel: CancelLike | None) -> None:
         """Start the run on the node and act on its events until its result (or a failure)."""
         handle = self.member.handle
+        dispose: Callable[[], object] | None = None
         if cancel is not None:
-            group.start_soon(self._watch_cancel, cancel)
+            dispose = self._observe_cancel(cancel, group)
         try:
             events = await handle.run.remote(self.run_id, program, list(names), limits, session_id, _POLL)
             while True:
@@ -427,6 +428,8 @@ class _HostRun:
             self.failure = RunError("worker-exit", f"the call to {self.member.where()} failed: "
                                                    f"{describe(exc)}")
         finally:  # (also on the deadline: a shielded cooperative call must hear that the run is over)
+            if dispose is not None:
+                dispose()
             for abandonment in list(self.abandonments.values()):
                 abandonment.abandon(_RUN_OVER)
             group.cancel_scope.cancel()  # (plain calls, the cancel watcher; cooperative ones are shielded)
@@ -506,6 +509,21 @@ class _HostRun:
         # An exchange waits on the node, maybe for this very reply: send it by itself. It is a one-way
         # message: its result is not awaited (a dead actor fails the run's exchange instead).
         self.member.handle.reply.remote(self.run_id, call_id, *reply)
+
+    def _observe_cancel(self, cancel: CancelLike, group: anyio.abc.TaskGroup) -> Callable[[], object] | None:
+        """Cancel the run on its node when ``cancel`` fires: by a callback if the signal offers
+        ``on_cancel`` (no task; the cancellation goes as a one-way message), else by a watcher task.
+        Returns what undoes the observation, if anything does."""
+        subscribe = getattr(cancel, "on_cancel", None)
+        if callable(subscribe):
+            try:
+                disposer = subscribe(lambda reason=None: self.member.handle.cancel.remote(self.run_id))
+            except Exception:  # (a broken subscription: the watcher task instead)
+                pass
+            else:
+                return disposer if callable(disposer) else None
+        group.start_soon(self._watch_cancel, cancel)
+        return None
 
     async def _watch_cancel(self, cancel: CancelLike) -> None:
         await cancel.wait()

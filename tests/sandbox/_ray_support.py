@@ -46,6 +46,23 @@ class Cancel:
         self._event.set()
 
 
+class CallbackCancel(Cancel):
+    """A cancel signal that also offers ``on_cancel(callback) -> disposer`` (as ``CancelSignal`` does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._callbacks: list[Any] = []
+
+    def on_cancel(self, callback: Any) -> Any:
+        self._callbacks.append(callback)
+        return lambda: self._callbacks.remove(callback) if callback in self._callbacks else None
+
+    def fire(self) -> None:
+        super().fire()
+        for callback in list(self._callbacks):
+            callback("cancelled")
+
+
 async def run(box: Sandbox, program: str, *, wall: float = 20.0, cpu: float = 5.0,
               **kwargs: Any) -> RunResult:
     return await box.run(program, tool_names=NAMES, call_tool=tools,

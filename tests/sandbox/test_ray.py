@@ -27,7 +27,7 @@ from codemode.tools.demo import demo_tools
 from codemode.tools.run_code import PythonCodeRuntime
 from tests.reliability._chaos_tools import template_pids
 from tests.reliability._support import wait_until
-from tests.sandbox._ray_support import CALLS, NAMES, Cancel, run, tools
+from tests.sandbox._ray_support import CALLS, NAMES, CallbackCancel, Cancel, run, tools
 from tests.sandbox._support import pid_alive
 
 pytestmark = pytest.mark.anyio
@@ -145,9 +145,12 @@ async def test_a_runaway_program_ends_within_its_budget(remote: RaySandbox, prog
     assert elapsed < 2.0 + 1.0 + 1.5  # the budget, the hop's grace, slack for a loaded machine
 
 
-async def test_a_cancel_signal_aborts_the_run_on_its_node(remote: RaySandbox) -> None:
-    """It ends a run blocked on a tool call with ``aborted`` when the caller's signal fires."""
-    cancel = Cancel()
+@pytest.mark.parametrize("signal_type", [Cancel, CallbackCancel])
+async def test_a_cancel_signal_aborts_the_run_on_its_node(remote: RaySandbox,
+                                                          signal_type: type[Cancel]) -> None:
+    """It ends a run blocked on a tool call with ``aborted`` when the caller's signal fires (observed by a
+    watcher task, or by the signal's ``on_cancel`` callback)."""
+    cancel = signal_type()
     results: list[RunResult] = []
 
     logged = anyio.Event()
