@@ -305,6 +305,23 @@ async def test_a_stopped_actor_is_taken_for_hung_and_replaced(ray_instance: None
     assert events[:2] == ["template-lost", "template-restarted"]
 
 
+async def test_runs_go_to_the_live_actor_while_a_lost_one_is_replaced(ray_instance: None) -> None:
+    """It places runs over two actors by load, and on the one left while the other is replaced."""
+    with anyio.fail_after(90):
+        async with RaySandbox(actors=2, warm=1) as box:
+            first, second = box.actors()
+            assert first.node_id == second.node_id and first.pid != second.pid
+            results = [await run(box, "return 1") for _ in range(4)]
+            spread = [actor.runs for actor in box.actors()]
+            assert second.pid is not None
+            os.kill(second.pid, signal.SIGKILL)
+            assert await wait_until(lambda: not box.actors()[1].alive, 30)
+            during = [await run(box, "return 2") for _ in range(3)]
+            on_first = box.actors()[0].runs
+    assert [r.value for r in results] == [1] * 4 and spread == [2, 2]
+    assert [r.value for r in during] == [2] * 3 and on_first == 2 + 3
+
+
 def test_bad_arguments_are_refused() -> None:
     """It refuses bad actor counts and options before touching Ray."""
     for kwargs in ({"actors": 0}, {"actors_per_node": 0}, {"address": 3}, {"actor_options": [1]},
