@@ -5,7 +5,8 @@ process and returns a ``RunResult``; ``SandboxLimits`` are its budgets; ``Sandbo
 worker and its globals between runs. Inside the worker the language half executes the program; its
 stages (``compile_program``, ``run_program``) are in :mod:`codemode.sandbox.lowlevel`. This package
 imports nothing from ``runtime``, ``sdk``, ``tools`` or ``app``. A sandbox supervises its template
-(``RestartPolicy``) and reports its health (``SandboxHealth``, ``HealthEvent``).
+(``RestartPolicy``) and reports its health (``SandboxHealth``, ``HealthEvent``). ``RaySandbox`` (extra
+``codemode[ray]``) runs the workers on a Ray cluster instead.
 
 The names are imported on first use (PEP 562): the template process, which runs
 ``python -c "from codemode.sandbox._template import main"``, then loads only what a worker needs (the
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from .lossless import JsonValue as JsonValue
     from .lossless import LosslessJsonError as LosslessJsonError
     from .pool import Sandbox as Sandbox
+    from .ray import RaySandbox as RaySandbox
     from .results import ERROR_KINDS as ERROR_KINDS
     from .results import ISOLATION_LAYERS as ISOLATION_LAYERS
     from .results import RunError as RunError
@@ -77,6 +79,7 @@ _HOMES: dict[str, str] = {
     "JsonValue": ".lossless",
     "LosslessJsonError": ".lossless",
     "Sandbox": ".pool",
+    "RaySandbox": ".ray",
     "ERROR_KINDS": ".results",
     "ISOLATION_LAYERS": ".results",
     "RunError": ".results",
