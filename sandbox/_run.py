@@ -105,6 +105,18 @@ class _Slot:
         return self._frame
 
 
+async def tell_observer(on_log: OnLog | None, text: str) -> None:
+    """Hand a kept log line to the caller's observer; an observer that fails must not fail the run."""
+    if on_log is None:
+        return
+    try:
+        outcome = on_log(text)
+        if inspect.isawaitable(outcome):
+            await outcome
+    except Exception:  # contained by contract: the line is kept in the result either way
+        pass
+
+
 class _RunState:
     def __init__(self, worker: WorkerHandle, limits: SandboxLimits, tool_names: frozenset[str],
                  call_tool: CallTool, on_log: OnLog | None) -> None:
@@ -215,13 +227,7 @@ class _RunState:
 
     async def _keep(self, text: str) -> None:
         self.logs.append(text)
-        if self.on_log is not None:
-            try:
-                outcome = self.on_log(text)
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except Exception:  # an observer failing must not fail the run
-                pass
+        await tell_observer(self.on_log, text)
 
     # --- tool calls ------------------------------------------------------------------------
     def release(self, frame: CallFrame) -> None:

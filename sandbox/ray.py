@@ -39,7 +39,6 @@ except ImportError as _missing:  # pragma: no cover - exercised in an environmen
 import asyncio
 import contextlib
 import dataclasses
-import inspect
 import logging
 import time
 import uuid
@@ -51,7 +50,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from ._ray_actors import ActorPool, Member, describe
-from ._run import CallTool, CancelLike, OnLog
+from ._run import CallTool, CancelLike, OnLog, tell_observer
 from ._supply import WorkerUnavailable
 from .calls import CallAbandonment, CooperativeCallTool, CooperativeHandler
 from .errors import (
@@ -459,13 +458,7 @@ class _HostRun:
 
     async def _log(self, text: str) -> None:
         self.logs.append(text)
-        if self.on_log is not None:
-            try:
-                outcome = self.on_log(text)
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except Exception:  # an observer failing must not fail the run
-                pass
+        await tell_observer(self.on_log, text)
 
     def _abandon(self, call_id: int) -> None:
         abandonment = self.abandonments.get(call_id)
