@@ -140,6 +140,18 @@ class _FacadeType(type):
 _BUILD: Final = object()
 
 
+class _Hidden:
+    """A class attribute that reads as missing, on the class and on its instances."""
+
+    __slots__ = ()
+
+    def __get__(self, instance: object, owner: object = None) -> NoReturn:
+        raise AttributeError("not available in the sandbox")
+
+    def __set__(self, instance: object, value: object) -> NoReturn:
+        raise AttributeError("not available in the sandbox")
+
+
 class ModuleFacade(metaclass=_FacadeType, token=_BUILD):
     """A read-only stand-in for a module: only the reviewed members, no writes, no copies.
 
@@ -151,6 +163,9 @@ class ModuleFacade(metaclass=_FacadeType, token=_BUILD):
     __slots__ = ()
     _facade_name: str = "module"
     _facade_members: Mapping[str, object] = types.MappingProxyType({})
+    #: ``type(m).mro()`` would list this class, whose call makes facades (shadows ``type.mro``; the
+    #: metaclass computes the real MRO through its own type, not through this attribute).
+    mro = _Hidden()
 
     def __getattr__(self, attr: str) -> Any:
         # (only reached when the normal lookup failed: the name is not a member)

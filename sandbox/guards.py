@@ -190,6 +190,9 @@ def _by_name(forbidden: dict[int, tuple[object, str]]) -> dict[str, tuple[tuple[
 #: The C methods among them by name, to recognise their bound forms (``"{}".format``).
 _FORBIDDEN_C_METHODS: Final = _by_name(_FORBIDDEN)
 _ABC_REGISTER: Final = abc.ABCMeta.__dict__["register"]
+#: The classes those C methods belong to, by name (a bound C method of anything else is not one of them).
+_FORBIDDEN_C_OWNERS: Final = {name: tuple(descriptor.__objclass__ for descriptor, _ in pairs)
+                              for name, pairs in _FORBIDDEN_C_METHODS.items()}
 
 
 def forbidden_reason(value: object) -> str | None:
@@ -239,11 +242,13 @@ def check_resolved(value: Any, name: str) -> Any:
         if function is not _ABC_REGISTER and id(function) not in _FORBIDDEN:
             return value
     elif kind is types.BuiltinMethodType:
-        candidates = _FORBIDDEN_C_METHODS.get(value.__name__)
-        if candidates is None:
+        owners = _FORBIDDEN_C_OWNERS.get(value.__name__)
+        if owners is None:
             return value
         owner = value.__self__
-        for descriptor, reason in candidates:
+        if not isinstance(owner, owners):
+            return value
+        for descriptor, reason in _FORBIDDEN_C_METHODS[value.__name__]:
             if isinstance(owner, descriptor.__objclass__) and descriptor.__get__(owner) == value:
                 _refuse(name, reason)
         return value

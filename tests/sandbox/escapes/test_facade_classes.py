@@ -104,6 +104,23 @@ class Evil(type(json), token=_BUILD):
     __slots__ = ()
     dumps = staticmethod({_POISONED})
 object.__setattr__(json, "__class__", Evil)"""), mode="subprocess"),
+    Attack("facade-class-mro-base-makes-facades", f"""
+        import json
+        base = type.mro(type(json))[1]
+        fake = base("json", {{"dumps": {_POISONED}}})
+        return fake.dumps(1)
+    """, mode="facades"),
+    Attack("facade-class-mro-method", f"""
+        import json
+        base = type(json).mro()[1]
+        fake = base("json", {{"dumps": {_POISONED}}})
+        return fake.dumps(1)
+    """, plain=f"""
+        import json
+        base = type.mro(type(json))[1]
+        fake = base("json", {{"dumps": {_POISONED}}})
+        return fake.dumps(1)
+    """, mode="facades"),
     Attack("facade-class-new-facade", f"""
         import json
         fake = type(json)("json", {{"dumps": {_POISONED}}})
