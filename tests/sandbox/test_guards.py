@@ -22,6 +22,7 @@ from codemode.sandbox.facades import FACADES, guarded_import
 from codemode.sandbox.guards import (
     PROGRAM_MARKER,
     READABLE_NAMES,
+    RESOLVED_NAMES,
     TYPE_OF,
     WRITABLE_TYPES,
     ClassFactory,
@@ -462,3 +463,35 @@ _TYPED: list[object] = [
 def test_type_of_answers_what_safe_type_answers(obj: object) -> None:
     """The inlined ``type(x)``'s table gives exactly the one-argument SafeType call's answer."""
     assert TYPE_OF[type(obj)] is SafeType(obj)
+
+
+def _receivers() -> list[object]:
+    class Text(str):
+        pass
+
+    class Program:
+        def format(self) -> int:
+            return 1
+
+    factory = ClassFactory()
+    program_abc = factory("Base", (abc.ABC,), factory.__prepare__("Base", (abc.ABC,)))
+    return ["{0}", Text("{0}"), str, string.Formatter(), string.Formatter, _gen(), Program(), Program, re.A,
+            enum.Enum, abc.ABC, program_abc, asyncio.Future, asyncio.Task, types.CoroutineType,
+            asyncio.futures._PyFuture, typing.Annotated[str, 0], super(Text, Text("x"))]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", sorted(RESOLVED_NAMES))
+def test_literal_loads_decide_as_getattr_does(name: str) -> None:
+    """A literal load (native load + check_resolved) gives what the program's getattr gives, or refuses.
+
+    Compared with ``getattr(obj, name, default)``, which takes guarded_getattr's full path: a change to
+    how that path finishes a value (a safe replacement instead of a refusal) must reach both.
+    """
+    missing = object()
+    for receiver in _receivers():
+        full = guarded_getattr(receiver, name, missing)
+        try:
+            fast = check_resolved(getattr(receiver, name), name)
+        except AttributeError:
+            fast = missing
+        assert type(fast) is type(full) and fast == full, (receiver, name)
