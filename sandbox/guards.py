@@ -190,9 +190,9 @@ def _by_name(forbidden: dict[int, tuple[object, str]]) -> dict[str, tuple[tuple[
 #: The C methods among them by name, to recognise their bound forms (``"{}".format``).
 _FORBIDDEN_C_METHODS: Final = _by_name(_FORBIDDEN)
 _ABC_REGISTER: Final = abc.ABCMeta.__dict__["register"]
-#: The classes those C methods belong to, by name (a bound C method of anything else is not one of them).
-_FORBIDDEN_C_OWNERS: Final = {name: tuple(descriptor.__objclass__ for descriptor, _ in pairs)
-                              for name, pairs in _FORBIDDEN_C_METHODS.items()}
+#: The classes those C methods belong to (a bound C method of anything else is not one of them).
+_FORBIDDEN_C_OWNERS: Final = tuple({descriptor.__objclass__: None for pairs in _FORBIDDEN_C_METHODS.values()
+                                    for descriptor, _ in pairs})
 
 
 def forbidden_reason(value: object) -> str | None:
@@ -233,7 +233,7 @@ def check_resolved(value: Any, name: str) -> Any:
 
     Exactly ``forbidden_reason(value) is None``, decided without a call for the common cases: a value
     of a type no forbidden entry has, a bound method whose function is not listed, a bound C method
-    whose name no listed C method has. The policy calls it for the literal loads of
+    of an object none of the listed C methods belongs to. The policy calls it for the literal loads of
     :data:`RESOLVED_NAMES`; :func:`guarded_getattr` for the same names read by ``getattr``.
     """
     kind = type(value)
@@ -242,13 +242,10 @@ def check_resolved(value: Any, name: str) -> Any:
         if function is not _ABC_REGISTER and id(function) not in _FORBIDDEN:
             return value
     elif kind is types.BuiltinMethodType:
-        owners = _FORBIDDEN_C_OWNERS.get(value.__name__)
-        if owners is None:
-            return value
         owner = value.__self__
-        if not isinstance(owner, owners):
+        if not isinstance(owner, _FORBIDDEN_C_OWNERS):
             return value
-        for descriptor, reason in _FORBIDDEN_C_METHODS[value.__name__]:
+        for descriptor, reason in _FORBIDDEN_C_METHODS.get(value.__name__, ()):
             if isinstance(owner, descriptor.__objclass__) and descriptor.__get__(owner) == value:
                 _refuse(name, reason)
         return value
