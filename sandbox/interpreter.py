@@ -290,3 +290,4 @@ async def run_program(compiled: CompiledProgram, *, tool_names: Sequence[str],
     finally:
         scope.close()
         printer.flush()
+        TYPE_OF.clear()  # (it would keep this run's classes, and through them its globals, alive)
