@@ -261,7 +261,8 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
     AuditRow("builtins-attributes", "builtins", ("delattr", "getattr", "hasattr", "setattr"),
              "attribute access by program-chosen (computed) names",
              "guarded_getattr/hasattr/setattr/delattr: _-names and frame internals by name, the "
-             "forbidden functions and AttributeError.obj by what the lookup resolves to"),
+             "forbidden functions and AttributeError.obj by what the lookup resolves to (literal loads of "
+             "those names: a native load, then check_resolved on what it found)"),
     AuditRow("builtins-super", "builtins", ("super",),
              "a super proxy resolves past the class's own overrides, so a guard keyed on the receiver's "
              "type misses it (super().format, super(E, e).obj)",
@@ -275,7 +276,9 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
     AuditRow("builtins-type", "builtins", ("type",),
              "type(x) is the real class of an instance: its unbound methods (type(c).send, "
              "type(future).get_loop) bypass any guard keyed on the receiver",
-             "SafeType (one argument; classes report SafeType) and the resolved-function guard"),
+             "SafeType (one argument; classes report SafeType; the inlined type(x) answers from a table "
+             "of exactly SafeType's answers, only while the name type is still SafeType) and the "
+             "resolved-function guard"),
     AuditRow("builtins-callbacks", "builtins",
              ("enumerate", "filter", "iter", "map", "max", "min", "next", "reversed", "sorted", "sum", "zip"),
              "call key functions and other program callables, and iteration protocols",
@@ -295,6 +298,14 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
              "program code"),
     AuditRow("builtins-import", "builtins", ("__import__",),
              "imports by program-chosen names", "guarded_import hands out facades of the allow-list only"),
+    AuditRow("builtins-import-facade-classes", "builtins", ("__import__",),
+             "a facade is the one instance of its own class, whose class attributes are the module's "
+             "members: type(m) hands that class out, its __dict__ holds the members (functions wrapped in "
+             "staticmethod, whose __func__ has the facade module's globals), and a write to it, a new "
+             "__class__ for the facade or a subclass would change the module for every later run",
+             "the classes' metaclass refuses calls, writes (setattr/delattr, from host code too) and "
+             "subclasses; instances have no __dict__ and no slots; __dict__, __class__ and "
+             "type.__setattr__ are _-names; vars and gc are not there"),
     AuditRow("builtins-left-out", "builtins",
              ("breakpoint", "compile", "dir", "eval", "exec", "globals", "help", "input", "locals",
               "memoryview", "open", "vars"),

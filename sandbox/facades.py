@@ -37,7 +37,9 @@ were reviewed one by one. The rules behind the lists:
   when one awaitable of a ``gather`` fails, the others are cancelled.
 
 Facade attribute lookups (including the ``__name__`` that ``from m import x`` consults before falling
-back to ``sys.modules``) only ever answer the reviewed members.
+back to ``sys.modules``) only ever answer the reviewed members. Each facade is the one instance of its
+own sealed class (named ``module``, as a module's class is), whose class attributes are the members, so
+``math.sqrt`` is a native attribute read; :class:`_FacadeType` says what closes that class.
 """
 
 from __future__ import annotations
@@ -93,30 +95,90 @@ __all__ = (
 )
 
 
-class ModuleFacade:
-    """A read-only stand-in for a module: only the reviewed members, no writes, no copies."""
+class _FacadeType(type):
+    """The metaclass of :class:`ModuleFacade` and of its per-module classes: sealed and read-only.
 
-    __slots__ = ("_facade_members", "_facade_name")
+    Each facade is the one instance of its own class, whose class attributes are the module's members,
+    so ``math.sqrt`` is an ordinary attribute read (a type-cache hit in C) instead of a Python
+    ``__getattr__`` after a failed lookup. What a program could do with the class (``type(math)``) is
+    closed here, for every caller, host code included: the classes cannot be called (no new facades),
+    written (``setattr``/``delattr`` on the class) or subclassed; their ``__dict__`` is CPython's
+    read-only mapping proxy, and instances have no ``__dict__`` or slots to write.
+    """
 
-    def __init__(self, name: str, members: Mapping[str, object]) -> None:
-        object.__setattr__(self, "_facade_name", name)
-        object.__setattr__(self, "_facade_members", types.MappingProxyType(dict(members)))
+    def __new__(mcls, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
+                token: object = None) -> _FacadeType:
+        if token is not _BUILD:
+            raise TypeError("module facades cannot be subclassed in the sandbox")
+        made: _FacadeType = super().__new__(mcls, name, bases, namespace)
+        return made
+
+    def __init__(cls, name: str, bases: tuple[type, ...], namespace: dict[str, Any],
+                 token: object = None) -> None:
+        super().__init__(name, bases, namespace)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is not ModuleFacade or kwargs or len(args) != 2:
+            raise TypeError("modules cannot be created in the sandbox; use import")
+        return _make_facade(*args)
+
+    # (every facade class stands for ``module``: isinstance(json, type(math)) holds, as in CPython)
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return type.__instancecheck__(ModuleFacade, instance)
+
+    def __subclasscheck__(cls, subclass: Any) -> bool:
+        return type.__subclasscheck__(ModuleFacade, subclass)
+
+    def _deny_class(cls, *args: object) -> NoReturn:
+        name = cls.__dict__.get("_facade_name", cls.__name__)
+        raise TypeError(f"module {name!r} is read-only in the sandbox")
+
+    __setattr__ = __delattr__ = _deny_class
+
+
+#: Proof that a facade class is being built here (the metaclass refuses every other subclass).
+_BUILD: Final = object()
+
+
+class _Hidden:
+    """A class attribute that reads as missing, on the class and on its instances."""
+
+    __slots__ = ()
+
+    def __get__(self, instance: object, owner: object = None) -> NoReturn:
+        raise AttributeError("not available in the sandbox")
+
+    def __set__(self, instance: object, value: object) -> NoReturn:
+        raise AttributeError("not available in the sandbox")
+
+
+class ModuleFacade(metaclass=_FacadeType, token=_BUILD):
+    """A read-only stand-in for a module: only the reviewed members, no writes, no copies.
+
+    ``ModuleFacade(name, members)`` returns the one instance of a new per-module subclass whose class
+    attributes are ``members`` (see :class:`_FacadeType`); a member that is a descriptor (a Python
+    function) is stored as a ``staticmethod`` so that reading it through the facade does not bind it.
+    """
+
+    __slots__ = ()
+    _facade_name: str = "module"
+    _facade_members: Mapping[str, object] = types.MappingProxyType({})
+    #: ``type(m).mro()`` would list this class, whose call makes facades (shadows ``type.mro``; the
+    #: metaclass computes the real MRO through its own type, not through this attribute).
+    mro = _Hidden()
 
     def __getattr__(self, attr: str) -> Any:
-        name: str = object.__getattribute__(self, "_facade_name")
-        members: Mapping[str, object] = object.__getattribute__(self, "_facade_members")
-        if not attr.startswith("_") and attr in members:
-            return members[attr]
-        raise AttributeError(f"module {name!r} has no attribute {attr!r} in the sandbox", name=attr)
+        # (only reached when the normal lookup failed: the name is not a member)
+        raise AttributeError(f"module {self._facade_name!r} has no attribute {attr!r} in the sandbox",
+                             name=attr)
 
     def _deny(self, *args: object) -> NoReturn:
-        name = object.__getattribute__(self, "_facade_name")
-        raise TypeError(f"module {name!r} is read-only in the sandbox")
+        raise TypeError(f"module {self._facade_name!r} is read-only in the sandbox")
 
     __setattr__ = __delattr__ = _deny
 
     def __repr__(self) -> str:
-        return f"<module {object.__getattribute__(self, '_facade_name')!r} (sandbox)>"
+        return f"<module {self._facade_name!r} (sandbox)>"
 
     def __copy__(self) -> ModuleFacade:
         return self
@@ -126,6 +188,22 @@ class ModuleFacade:
 
     def __reduce_ex__(self, protocol: object) -> NoReturn:
         raise TypeError("modules cannot be pickled or copied in the sandbox")
+
+
+def _make_facade(name: str, members: Mapping[str, object]) -> ModuleFacade:
+    table = dict(members)
+    # (named as CPython names a module's class: type(json).__name__ == "module")
+    namespace: dict[str, Any] = {"__slots__": (), "__module__": "builtins", "__qualname__": "module",
+                                 "__doc__": None, "_facade_name": name,
+                                 "_facade_members": types.MappingProxyType(table)}
+    for member, value in table.items():
+        if type(member) is not str or member.startswith("_") or not member.isidentifier():
+            raise ValueError(f"facade {name!r}: {member!r} is not a public member name")
+        # (a descriptor would bind to the facade or run its __get__; staticmethod hands it out as is)
+        namespace[member] = staticmethod(cast(Any, value)) if hasattr(type(value), "__get__") else value
+    cls: Any = _FacadeType("module", (ModuleFacade,), namespace, token=_BUILD)
+    facade: ModuleFacade = object.__new__(cls)
+    return facade
 
 
 # -- awaitables and tasks --------------------------------------------------------------------------
@@ -668,7 +746,7 @@ def _build_facades() -> dict[str, ModuleFacade]:
         "uuid": _pick(uuid, ("NAMESPACE_DNS", "NAMESPACE_OID", "NAMESPACE_URL", "NAMESPACE_X500", "UUID",
                              "uuid3", "uuid4", "uuid5")),
     }
-    return {name: ModuleFacade(name, table) for name, table in members.items()}
+    return {name: ModuleFacade(name, table) for name, table in members.items()}  # type: ignore[call-arg]
 
 
 #: One facade per allowed module name (built once per process; they are immutable).

@@ -23,7 +23,10 @@ Why each guard exists:
 
   The resolved-value rules run for the names that can resolve to those functions (``_VALUE_CHECKED``,
   all in :data:`GUARDED_ATTRIBUTES`); a test walks everything reachable from the facades to check that
-  no forbidden function hides under another name.
+  no forbidden function hides under another name. For the names decided on the resolved value alone
+  (:data:`RESOLVED_NAMES`: all of them but ``obj``) the policy compiles a native load followed by
+  :func:`check_resolved`, which makes :func:`forbidden_reason`'s decision without a call in the common
+  cases (a property test checks that the two agree on everything reachable).
 
   Widening the language keeps these invariants: a new rule is keyed on the function or descriptor
   (:func:`forbidden_reason`), never on the receiver's type; the ``_VALUE_CHECKED`` and
@@ -39,6 +42,8 @@ Why each guard exists:
   the ``tools`` proxy, functions and builtins come back wrapped in a view that refuses every write.
 * :data:`SafeType` is the program's ``type``: one argument only, and the type of any class is reported
   as ``SafeType`` itself, so ``type(int)('X', (), {...})`` cannot reach the real three-argument form.
+  The policy inlines ``type(x)`` as a lookup in :data:`TYPE_OF` (the same answer, without the
+  metaclass's Python ``__call__``) while the name ``type`` still means ``SafeType``.
 * :class:`ClassFactory` (``__metaclass__``) builds the classes of ``class`` statements with the metaclass
   Python would pick and records them as program classes.
 * The iteration hook is the builtin ``iter`` (nothing reachable needs an iteration check), so the C
@@ -73,12 +78,15 @@ __all__ = (
     "NAMEDTUPLE_NAMES",
     "PROGRAM_MARKER",
     "READABLE_NAMES",
+    "RESOLVED_NAMES",
+    "TYPE_OF",
     "WRITABLE_TYPES",
     "ClassFactory",
     "SafeType",
     "build_safe_builtins",
     "check_code_name",
     "check_namespace_name",
+    "check_resolved",
     "forbidden_reason",
     "guarded_delattr",
     "guarded_getattr",
@@ -108,6 +116,10 @@ NAMEDTUPLE_NAMES: Final = frozenset({"_asdict", "_replace", "_make", "_fields", 
 #: Names whose loads are checked on the value they resolve to (see :func:`forbidden_reason`).
 _VALUE_CHECKED: Final = _FORMAT_NAMES | _FORMATTER_NAMES | _COROUTINE_NAMES | _ASYNCIO_NAMES | {
     "obj", "register"}
+
+#: Names whose loads are decided on the resolved value alone (no check before the lookup): the policy
+#: compiles ``a.send`` to ``check_resolved(a.send, "send")`` (see :func:`check_resolved`).
+RESOLVED_NAMES: Final = _VALUE_CHECKED - {"obj"}
 
 #: Literal attribute names whose loads keep the ``_getattr_`` call (all other loads are native).
 GUARDED_ATTRIBUTES: Final[frozenset[str]] = (frozenset(INSPECT_ATTRIBUTES) | _VALUE_CHECKED
@@ -178,6 +190,9 @@ def _by_name(forbidden: dict[int, tuple[object, str]]) -> dict[str, tuple[tuple[
 #: The C methods among them by name, to recognise their bound forms (``"{}".format``).
 _FORBIDDEN_C_METHODS: Final = _by_name(_FORBIDDEN)
 _ABC_REGISTER: Final = abc.ABCMeta.__dict__["register"]
+#: The classes those C methods belong to (a bound C method of anything else is not one of them).
+_FORBIDDEN_C_OWNERS: Final = tuple({descriptor.__objclass__: None for pairs in _FORBIDDEN_C_METHODS.values()
+                                    for descriptor, _ in pairs})
 
 
 def forbidden_reason(value: object) -> str | None:
@@ -206,6 +221,40 @@ def forbidden_reason(value: object) -> str | None:
         return _WHY_INTERNAL
     held = _FORBIDDEN.get(id(value))
     return held[1] if held is not None and held[0] is value else None
+
+
+#: The types of every value :func:`forbidden_reason` can refuse; any other value is let through unexamined.
+_SUSPECT_KINDS: Final = frozenset({types.MethodType, types.BuiltinMethodType, *_DESCRIPTOR_TYPES,
+                                   *(type(entry) for entry, _ in _FORBIDDEN.values())})
+
+
+def check_resolved(value: Any, name: str) -> Any:
+    """``value`` (what a load of ``name`` resolved to) if a program may hold it, else AttributeError.
+
+    Exactly ``forbidden_reason(value) is None``, decided without a call for the common cases: a value
+    of a type no forbidden entry has, a bound method whose function is not listed, a bound C method
+    of an object none of the listed C methods belongs to. The policy calls it for the literal loads of
+    :data:`RESOLVED_NAMES`; :func:`guarded_getattr` for the same names read by ``getattr``.
+    """
+    kind = type(value)
+    if kind is types.MethodType:
+        function = value.__func__
+        if function is not _ABC_REGISTER and id(function) not in _FORBIDDEN:
+            return value
+    elif kind is types.BuiltinMethodType:
+        owner = value.__self__
+        if not isinstance(owner, _FORBIDDEN_C_OWNERS):
+            return value
+        for descriptor, reason in _FORBIDDEN_C_METHODS.get(value.__name__, ()):
+            if isinstance(owner, descriptor.__objclass__) and descriptor.__get__(owner) == value:
+                _refuse(name, reason)
+        return value
+    elif kind not in _SUSPECT_KINDS:
+        return value
+    why = forbidden_reason(value)
+    if why is None:
+        return value
+    _refuse(name, why)
 
 
 def _resolve_in_classes(obj: object, name: str) -> object:
@@ -275,6 +324,8 @@ def guarded_getattr(obj: object, name: str, default: Any = _MISSING) -> Any:
 
     With a default, a refused name gives the default, as a missing attribute does.
     """
+    if default is _MISSING and type(name) is str and name in RESOLVED_NAMES:
+        return check_resolved(getattr(obj, name), name)
     try:
         finish = _check_read(obj, name)
     except AttributeError:
@@ -464,6 +515,29 @@ class _TypeGate(type):
 
 class SafeType(metaclass=_TypeGate):
     """The program's ``type``: ``type(x)`` and ``isinstance(x, type)`` work; ``type(n, b, d)`` does not."""
+
+
+#: Bound of :data:`TYPE_OF` (it is emptied when full, so it never keeps many dead classes alive).
+_TYPE_OF_MAX: Final = 512
+
+
+class _TypeOf(dict[type, type]):
+    """What ``SafeType(x)`` answers, keyed on ``x``'s real class; filled on first use (see the policy)."""
+
+    __slots__ = ()
+
+    def __missing__(self, kind: type) -> type:
+        answer: type = SafeType if issubclass(kind, type) else kind
+        if len(self) >= _TYPE_OF_MAX:
+            self.clear()
+        self[kind] = answer
+        return answer
+
+
+#: The inlined one-argument ``type(x)``: ``TYPE_OF[type(x)]`` is ``SafeType(x)``. Never reachable by
+#: programs (a ``_``-global); its entries are derived from the key alone, so no program can skew them,
+#: and emptying it (as the executor does after each run) only costs the next lookups a refill.
+TYPE_OF: Final = _TypeOf()
 
 
 def _most_derived_metaclass(bases: tuple[Any, ...]) -> type:

@@ -37,15 +37,27 @@ from .compiler import (
 from .facades import ProgramScope, TaskRegistry, guarded_import
 from .guards import (
     PROGRAM_MARKER,
+    TYPE_OF,
     WRITABLE_TYPES,
     ClassFactory,
+    SafeType,
     build_safe_builtins,
+    check_resolved,
     guarded_getattr,
     guarded_super_init,
     write_guard,
 )
 from .lossless import LosslessJsonError, escape_lone_surrogates, lone_surrogate, snapshot
-from .policy import ENTRY_NAME, NO_VALUE_NAME, SUPER_INIT_NAME, TYPE_NAME, WRITABLE_TYPES_NAME
+from .policy import (
+    CHECK_RESOLVED_NAME,
+    ENTRY_NAME,
+    NO_VALUE_NAME,
+    SAFE_TYPE_NAME,
+    SUPER_INIT_NAME,
+    TYPE_NAME,
+    TYPE_OF_NAME,
+    WRITABLE_TYPES_NAME,
+)
 
 __all__ = (
     "DEFAULT_LOG_CAP_BYTES",
@@ -209,8 +221,11 @@ def _install(namespace: dict[str, Any], printer: _Printer, tools: ToolsProxy) ->
         "__name__": "program",
         "__metaclass__": _CLASS_FACTORY,
         "_getattr_": guarded_getattr,
+        CHECK_RESOLVED_NAME: check_resolved,
         "_write_": write_guard,
         TYPE_NAME: type,
+        TYPE_OF_NAME: TYPE_OF,
+        SAFE_TYPE_NAME: SafeType,
         SUPER_INIT_NAME: guarded_super_init,
         WRITABLE_TYPES_NAME: WRITABLE_TYPES,
         "_print_": _PrintFactory(printer),
@@ -284,3 +299,4 @@ async def run_program(compiled: CompiledProgram, *, tool_names: Sequence[str],
     finally:
         scope.close()
         printer.flush()
+        TYPE_OF.clear()  # (it would keep this run's classes, and through them its globals, alive)

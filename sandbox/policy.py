@@ -34,30 +34,39 @@ Guard rewrites that are provably no-ops are left out (the generated code is then
   expose no mutable containers; the escape suite checks every facade member).
 * **Star-calls** ``f(*a, **k)`` stay native: ``_apply_`` would only call ``f(*a, **k)``.
 
-Attribute and subscript *stores and deletes* always go through ``_write_``; for a store into a plain
-name the guard's first branch is inlined (``type(n) in WRITABLE_TYPES``). ``print`` goes through the
-per-run capture exactly as in RestrictedPython.
+Attribute and subscript *stores and deletes* always go through ``_write_``; the guard's first branch is
+inlined (``type(n) in WRITABLE_TYPES``), for a plain name directly and, in function bodies, for any
+other object expression through a function-local temporary. Loads of the names decided on the resolved
+value alone are a native load followed by :func:`codemode.sandbox.guards.check_resolved`, and a
+one-argument ``type(x)`` is a lookup in :data:`codemode.sandbox.guards.TYPE_OF` while ``type`` is still
+the sandbox's (:meth:`ProgramPolicy._inline_type`). ``print`` goes through the per-run capture exactly as
+in RestrictedPython.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
-from .guards import GUARDED_ATTRIBUTES, GUARDED_PREFIXES, NAMEDTUPLE_NAMES, READABLE_NAMES
+from .guards import GUARDED_ATTRIBUTES, GUARDED_PREFIXES, NAMEDTUPLE_NAMES, READABLE_NAMES, RESOLVED_NAMES
 
 __all__ = (
+    "CHECK_RESOLVED_NAME",
     "ENTRY_NAME",
     "EXTRA_METHOD_NAMES",
     "NO_VALUE_NAME",
     "RESERVED_GLOBALS",
+    "SAFE_TYPE_NAME",
     "SUPER_INIT_NAME",
     "TYPE_NAME",
+    "TYPE_OF_NAME",
     "WRITABLE_TYPES_NAME",
+    "WRITE_TEMP_NAME",
     "ProgramPolicy",
     "needs_guarded_getattr",
 )
@@ -69,6 +78,13 @@ NO_VALUE_NAME = "__codemode_no_value__"
 #: Globals of the inlined write-guard fast path (see :meth:`ProgramPolicy._inline_write`).
 TYPE_NAME = "_codemode_type_"
 WRITABLE_TYPES_NAME = "_codemode_writable_types_"
+#: The function-local temporary of the inlined write guard for an object that is not a plain name.
+WRITE_TEMP_NAME = "_codemode_written_"
+#: Globals of the inlined one-argument ``type(x)`` (see :meth:`ProgramPolicy._inline_type`).
+SAFE_TYPE_NAME = "_codemode_safe_type_"
+TYPE_OF_NAME = "_codemode_type_of_"
+#: Hook that checks what a load of a name in :data:`codemode.sandbox.guards.RESOLVED_NAMES` resolved to.
+CHECK_RESOLVED_NAME = "_codemode_check_resolved_"
 #: Hook that answers ``super().__init__`` (the one ``_``-attribute a program may load).
 SUPER_INIT_NAME = "_codemode_super_init_"
 #: Special methods a class body may define on top of RestrictedPython's ``__init__``/comparisons:
@@ -77,6 +93,7 @@ EXTRA_METHOD_NAMES = frozenset({"__post_init__", "__repr__", "__str__"})
 #: Host names a program may use but never rebind at the top level.
 RESERVED_GLOBALS = frozenset({"ToolCallError", "tools"})
 
+_FUNCTION_SCOPES = frozenset({"entry", "async", "sync"})
 _T_visit = ast.AST | Iterable[ast.AST] | None
 _Node = TypeVar("_Node", bound=ast.AST)
 
@@ -103,6 +120,8 @@ class ProgramPolicy(RestrictingNodeTransformer):
         #: True once a ``global`` statement was seen anywhere in the program.
         self.uses_global = False
         self._visitors: dict[type, Any] = {}
+        #: How many comprehensions we are inside (their targets get no inlined temporaries).
+        self._comprehensions = 0
 
     # -- traversal (the stdlib's, minus its per-node overheads) ----------------------------------
 
@@ -278,7 +297,11 @@ class ProgramPolicy(RestrictingNodeTransformer):
         if node.is_async:
             self.error(node.target, "async comprehensions ('async for' inside brackets) are not supported; "
                                     "use 'await asyncio.gather(*(f(x) for x in items))'")
-        return self.node_contents_visit(node)
+        self._comprehensions += 1
+        try:
+            return self.node_contents_visit(node)
+        finally:
+            self._comprehensions -= 1
 
     def _reject_async_generator(self, node: ast.Yield | ast.YieldFrom) -> None:
         kind = self._scopes[-1] if self._scopes else "entry"
@@ -383,27 +406,64 @@ class ProgramPolicy(RestrictingNodeTransformer):
     # -- expressions -------------------------------------------------------------------------------
 
     def visit_Call(self, node: ast.Call) -> _T_visit:
-        """Reject ``exec``/``eval`` calls by name; star-calls stay native."""
+        """Reject ``exec``/``eval`` calls by name; star-calls stay native; ``type(x)`` is inlined."""
         if isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval"):
             self.error(node, f"{node.func.id}() calls are not allowed.")
-        return self.node_contents_visit(node)
+        node = self.node_contents_visit(node)
+        if (isinstance(node.func, ast.Name) and node.func.id == "type" and len(node.args) == 1
+                and not isinstance(node.args[0], ast.Starred) and not node.keywords):
+            return self._inline_type(node)
+        return node
 
     @staticmethod
-    def _inline_write(node: ast.Attribute | ast.Subscript) -> None:
+    def _inline_type(node: ast.Call) -> ast.expr:
+        """Turn ``type(x)`` into ``TYPE_OF[real_type(x)] if type is SafeType else type(x)``.
+
+        The program's ``type`` is :data:`codemode.sandbox.guards.SafeType`, whose one-argument call is a
+        Python-level metaclass ``__call__``. When the name ``type`` still means it (it can be rebound),
+        the inlined form answers from :data:`codemode.sandbox.guards.TYPE_OF`, a dict whose entry for a
+        class is exactly what ``SafeType(x)`` returns for its instances (``SafeType`` for a metaclass,
+        the class itself otherwise), filled on first use. ``type`` and ``x`` are each evaluated once, in
+        the order of the call; a rebound ``type`` is called as written.
+        """
+        arg = node.args[0]
+        fast = ast.Subscript(
+            value=ast.Name(TYPE_OF_NAME, ast.Load()),
+            slice=ast.Call(func=ast.Name(TYPE_NAME, ast.Load()), args=[arg], keywords=[]),
+            ctx=ast.Load())
+        test = ast.Compare(left=ast.Name("type", ast.Load()), ops=[ast.Is()],
+                           comparators=[ast.Name(SAFE_TYPE_NAME, ast.Load())])
+        slow = ast.Call(func=node.func, args=[copy.deepcopy(arg)], keywords=[])
+        inline = ast.IfExp(test=test, body=fast, orelse=slow)
+        return ast.fix_missing_locations(ast.copy_location(inline, node))
+
+    def _inline_write(self, node: ast.Attribute | ast.Subscript) -> None:
         """Turn ``_write_(n).a = v`` into ``(n if type(n) in WRITABLE else _write_(n)).a = v``.
 
-        Only for a plain name ``n`` (evaluating a name twice has no side effects). The test is the
-        first branch of :func:`codemode.sandbox.guards.write_guard` (which returns ``n`` itself exactly then),
-        so the statement behaves the same while skipping a Python call for the common case.
+        For a plain name ``n`` (evaluating a name twice has no side effects). Any other object
+        expression ``e`` is evaluated once into a function-local temporary:
+        ``(t if type(t := e) in WRITABLE else _write_(t)).a = v``; only in function bodies (a class body
+        would bind the temporary as a class attribute) and outside comprehensions (whose targets may
+        not rebind names of the enclosing scope). The test is the first branch of
+        :func:`codemode.sandbox.guards.write_guard` (which returns the object itself exactly then), so
+        the statement behaves the same while skipping a Python call for the common case.
         """
         call = node.value
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "_write_"
-                and len(call.args) == 1 and isinstance(call.args[0], ast.Name)):
+                and len(call.args) == 1):
             return
-        name = call.args[0].id
+        target = call.args[0]
+        if isinstance(target, ast.Name):
+            name = target.id
+            tested: ast.expr = ast.Name(name, ast.Load())
+        elif self._comprehensions == 0 and self._scopes and self._scopes[-1] in _FUNCTION_SCOPES:
+            name = WRITE_TEMP_NAME
+            tested = ast.NamedExpr(target=ast.Name(name, ast.Store()), value=target)
+            call.args = [ast.Name(name, ast.Load())]
+        else:
+            return
         test = ast.Compare(
-            left=ast.Call(func=ast.Name(TYPE_NAME, ast.Load()), args=[ast.Name(name, ast.Load())],
-                          keywords=[]),
+            left=ast.Call(func=ast.Name(TYPE_NAME, ast.Load()), args=[tested], keywords=[]),
             ops=[ast.In()], comparators=[ast.Name(WRITABLE_TYPES_NAME, ast.Load())])
         inline = ast.IfExp(test=test, body=ast.Name(name, ast.Load()), orelse=call)
         node.value = ast.copy_location(inline, call)
@@ -428,6 +488,13 @@ class ProgramPolicy(RestrictingNodeTransformer):
             guarded = ast.Call(func=ast.Name("_getattr_", ast.Load()),
                                args=[inner, ast.Constant(node.attr)], keywords=[])
             return ast.fix_missing_locations(ast.copy_location(guarded, node))
+        if isinstance(node.ctx, ast.Load) and node.attr in RESOLVED_NAMES:
+            # (decided on the resolved value alone: a native load, then the check of what it found)
+            inner = cast(ast.expr, self.visit(value))
+            load = ast.Attribute(value=inner, attr=node.attr, ctx=ast.Load())
+            checked = ast.Call(func=ast.Name(CHECK_RESOLVED_NAME, ast.Load()),
+                               args=[load, ast.Constant(node.attr)], keywords=[])
+            return ast.fix_missing_locations(ast.copy_location(checked, node))
         if isinstance(node.ctx, ast.Load) and not needs_guarded_getattr(node.attr):
             attr = node.attr
             if attr in READABLE_NAMES:

@@ -120,6 +120,38 @@ def test_facades_are_read_only_and_uncopyable() -> None:
         pickle.dumps(facade)
 
 
+@pytest.mark.parametrize("name", sorted(BRIEF_MODULES))
+def test_facade_classes_are_sealed(name: str) -> None:
+    """Each facade's own class refuses writes, calls and subclasses, for host code too; no instance state."""
+    facade = FACADES[name]
+    cls = type(facade)
+    member = next(iter(object.__getattribute__(facade, "_facade_members")))
+    with pytest.raises(TypeError, match="read-only"):
+        setattr(cls, member, None)
+    with pytest.raises(TypeError, match="read-only"):
+        delattr(cls, member)
+    with pytest.raises(TypeError, match="cannot be created"):
+        cls()
+    with pytest.raises(TypeError, match="subclassed"):
+        type("Sub", (cls,), {})
+    with pytest.raises(TypeError, match="subclassed"):
+        type.__new__(type, "Sub", (cls,), {})
+    with pytest.raises(AttributeError):
+        object.__setattr__(facade, member, None)
+    with pytest.raises(AttributeError):
+        object.__getattribute__(facade, "__dict__")
+    assert type(cls.__dict__) is types.MappingProxyType
+
+
+@pytest.mark.parametrize("name", sorted(BRIEF_MODULES))
+def test_facade_members_read_as_themselves(name: str) -> None:
+    """Every member reads back as the very object reviewed (functions are not bound to the facade)."""
+    facade = FACADES[name]
+    for member_name, member in object.__getattribute__(facade, "_facade_members").items():
+        assert getattr(facade, member_name) is member, member_name
+        assert getattr(type(facade), member_name) is member, member_name
+
+
 def test_facades_do_not_answer_their_name() -> None:
     """It refuses __name__, so ``from m import x`` cannot fall back to sys.modules."""
     with pytest.raises(AttributeError):

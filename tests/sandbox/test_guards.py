@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import asyncio.futures
 import collections
@@ -21,10 +22,13 @@ from codemode.sandbox.facades import FACADES, guarded_import
 from codemode.sandbox.guards import (
     PROGRAM_MARKER,
     READABLE_NAMES,
+    RESOLVED_NAMES,
+    TYPE_OF,
     WRITABLE_TYPES,
     ClassFactory,
     SafeType,
     build_safe_builtins,
+    check_resolved,
     forbidden_reason,
     guarded_delattr,
     guarded_getattr,
@@ -370,3 +374,124 @@ def test_field_defaults_are_handed_out_as_copies() -> None:
     first["y"] = 9
     assert guarded_getattr(point(1), "_field_defaults") == {"y": 0}
     assert point._field_defaults == {"y": 0}
+
+
+# -- the fast decisions agree with the full ones ------------------------------------------------------
+
+
+def _reachable_values() -> list[object]:
+    """Facade members, their public attributes, and forbidden functions bound to many receivers."""
+    class Text(str):
+        pass
+
+    class Program:
+        def format(self) -> int:
+            return 1
+
+        def send(self) -> int:
+            return 1
+
+    async def coro() -> None:
+        return None
+
+    pending = coro()
+    factory = ClassFactory()
+    program_abc = factory("Base", (abc.ABC,), factory.__prepare__("Base", (abc.ABC,)))
+    receivers: list[object] = [
+        "{0}", Text("{0}"), string.Formatter(), _gen(), pending, Program(), re.A, enum.Enum,
+        abc.ABC, program_abc,
+        abc.ABCMeta, asyncio.Future, asyncio.Task, types.CoroutineType, AttributeError("x"),
+        asyncio.futures._PyFuture,  # type: ignore[attr-defined]
+    ]
+    values: list[object] = []
+    for receiver in receivers:
+        for name in sorted(GUARDED_NAMES_FOR_TEST):
+            for owner in (receiver, type(receiver)):
+                value = getattr(owner, name, None)
+                if value is not None:
+                    values.append(value)
+    for facade in FACADES.values():
+        for member in object.__getattribute__(facade, "_facade_members").values():
+            values.append(member)
+            for attribute in dir(member):
+                if not attribute.startswith("_"):
+                    value = getattr(member, attribute, None)
+                    if value is not None:
+                        values.append(value)
+    pending.close()
+    return values
+
+
+GUARDED_NAMES_FOR_TEST = frozenset({"format", "format_map", "send", "throw", "get_loop", "get_coro",
+                                    "get_stack", "register", "get_field", "vformat", "parse", "obj"})
+
+
+def test_check_resolved_refuses_exactly_what_forbidden_reason_names() -> None:
+    """Its fast paths decide as :func:`forbidden_reason` does, on everything a program can reach."""
+    values = _reachable_values()
+    assert any(forbidden_reason(value) is not None for value in values)
+    for value in values:
+        refused = forbidden_reason(value) is not None
+        try:
+            assert check_resolved(value, "name") is value
+        except AttributeError:
+            assert refused, value
+        else:
+            assert not refused, value
+
+
+@given(st.sampled_from(_reachable_values()))
+def test_check_resolved_agrees_with_guarded_getattr_for_any_reachable_value(value: object) -> None:
+    """The property: refused by the fast check iff the full rule names a reason."""
+    try:
+        check_resolved(value, "name")
+    except AttributeError:
+        assert forbidden_reason(value) is not None
+    else:
+        assert forbidden_reason(value) is None
+
+
+_TYPED: list[object] = [
+    1, "s", b"b", 1.5, None, [], {}, int, type, SafeType, enum.Enum, re.A, FACADES["math"],
+    type(FACADES["math"]), _gen(), len, list, list[int], collections.OrderedDict, datetime.date(2020, 1, 1),
+    abc.ABC,
+    ClassFactory(),
+]
+
+
+@given(st.sampled_from(_TYPED))
+def test_type_of_answers_what_safe_type_answers(obj: object) -> None:
+    """The inlined ``type(x)``'s table gives exactly the one-argument SafeType call's answer."""
+    assert TYPE_OF[type(obj)] is SafeType(obj)
+
+
+def _receivers() -> list[object]:
+    class Text(str):
+        pass
+
+    class Program:
+        def format(self) -> int:
+            return 1
+
+    factory = ClassFactory()
+    program_abc = factory("Base", (abc.ABC,), factory.__prepare__("Base", (abc.ABC,)))
+    return ["{0}", Text("{0}"), str, string.Formatter(), string.Formatter, _gen(), Program(), Program, re.A,
+            enum.Enum, abc.ABC, program_abc, asyncio.Future, asyncio.Task, types.CoroutineType,
+            asyncio.futures._PyFuture, typing.Annotated[str, 0], super(Text, Text("x"))]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", sorted(RESOLVED_NAMES))
+def test_literal_loads_decide_as_getattr_does(name: str) -> None:
+    """A literal load (native load + check_resolved) gives what the program's getattr gives, or refuses.
+
+    Compared with ``getattr(obj, name, default)``, which takes guarded_getattr's full path: a change to
+    how that path finishes a value (a safe replacement instead of a refusal) must reach both.
+    """
+    missing = object()
+    for receiver in _receivers():
+        full = guarded_getattr(receiver, name, missing)
+        try:
+            fast = check_resolved(getattr(receiver, name), name)
+        except AttributeError:
+            fast = missing
+        assert type(fast) is type(full) and fast == full, (receiver, name)

@@ -443,3 +443,52 @@ async def test_common_introspection_idioms_work() -> None:
     assert outcome.error_kind is None, outcome.error_message
     assert outcome.value == ["ValueError: invalid literal for int() with base 10: 'x'", {"a": 1, "b": 2},
                              [9, 2], ["a", "b"], [3, 4], False, "none", "Pair"]
+
+
+_INLINED_FORMS = """\
+class P:
+    def __init__(self):
+        self.n = 0
+log = []
+def item(i):
+    log.append(i)
+    return ps[i]
+ps = [P(), P()]
+def stores():
+    item(0).n = 1
+    item(1).n += 2
+    item(0).tags = {}
+    item(0).tags["a"] = [1]
+    item(0).tags["a"][0] += 5
+    for item(1).k in range(3):
+        pass
+    del item(0).tags
+    counted = [item(1).n for item(0).n in range(2)]
+    return counted
+class K:
+    item(1).in_class = 7
+def typed(type):
+    return type(3)
+def kinds():
+    out = [type(1).__name__, type(P) is type, type(P()) is P, type(type) is type, typed(str)]
+    renamed = type
+    out.append(renamed("x") is str)
+    return out
+result = [stores(), ps[0].n, ps[1].n, ps[1].k, ps[1].in_class, hasattr(ps[0], "tags"), log, kinds()]
+"""
+
+
+@pytest.mark.anyio
+async def test_inlined_stores_and_type_match_cpython() -> None:
+    """Non-name store targets (through a temporary) and ``type(x)`` (a table) behave as CPython's.
+
+    Each object expression is evaluated once and in order (``log``), augmented stores read and write
+    the same object, class bodies and comprehension targets keep the call, and a rebound ``type`` is
+    called as written.
+    """
+    source = _INLINED_FORMS
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<cpython>", "exec"), namespace)
+    outcome = await run(source + "return result\n")
+    assert outcome.error_kind is None, outcome.error_message
+    assert outcome.value == namespace["result"]

@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from codemode.sandbox.compiler import ProgramPolicyError, ProgramSyntaxError, compile_program
-from codemode.sandbox.policy import ENTRY_NAME, RESERVED_GLOBALS, ProgramPolicy, needs_guarded_getattr
+from codemode.sandbox.policy import (
+    CHECK_RESOLVED_NAME,
+    ENTRY_NAME,
+    RESERVED_GLOBALS,
+    ProgramPolicy,
+    needs_guarded_getattr,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "programs"
 ESCAPES = Path(__file__).resolve().parent / "escapes"
@@ -114,8 +120,13 @@ def test_sandbox_names_may_be_parameters() -> None:
     ("P._fields", True),
 ])
 def test_only_guarded_attribute_loads_call_the_hook(source: str, guarded: bool) -> None:
-    """It leaves attribute loads native unless the name is in the guarded set."""
-    assert ("_getattr_" in _names(compile_program(source).code)) is guarded
+    """It leaves attribute loads native unless the name is in the guarded set.
+
+    A guarded load calls ``_getattr_``, or for a name decided on the resolved value alone, the check of
+    what the native load found.
+    """
+    hooks = {"_getattr_", CHECK_RESOLVED_NAME}
+    assert bool(_names(compile_program(source).code) & hooks) is guarded
 
 
 def test_item_loads_and_iteration_stay_native() -> None:

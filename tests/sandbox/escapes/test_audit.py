@@ -373,6 +373,10 @@ ATTACKS: list[Attack] = [
         import os
         return os.read(os.open(SECRET_PATH, 0), 200).decode()
     """),
+    Attack("builtins-import-facade-classes", """
+        import json
+        return type(json).__dict__["dumps"].__func__.__globals__["__builtins__"]["open"](SECRET_PATH).read()
+    """, mode="facades"),
     Attack("builtins-left-out", 'return eval("open(SECRET_PATH).read()")'),
 ]
 _BY_ROW: dict[str, Attack] = {attack.id: attack for attack in ATTACKS}
@@ -859,6 +863,12 @@ LEGIT: dict[str, str] = {
                 return "a"
         a = A.make()
         return [A.count, A.twice(3), a.name]
+    """,
+    "builtins-import-facade-classes": """
+        import json, math
+        from math import sqrt
+        return [type(math).__name__, str(type(json)), isinstance(json, type(math)), sqrt(9.0), math.pi > 3,
+                issubclass(type(json), type(math)), math.floor(2.5)]
     """,
     "builtins-import": """
         import json, math as m

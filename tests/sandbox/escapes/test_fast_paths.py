@@ -117,30 +117,30 @@ ATTACKS = [
         import string as again
         return again.digits
     """, mode="subprocess"),
+    # (a rebound super whose __init__ re-runs on a shared host object: a cached typing alias that every
+    # run and the host share gets another origin, which its __call__ then calls)
     Attack("super-init-hook-with-rebound-super", f"""
-        import json
-        super = lambda: json
-        super().__init__("json", {{"dumps": {_POISONED}}})
-        return json.dumps(1)
-    """, plain=f"""
-        from codemode.sandbox.facades import FACADES
-        json = FACADES["json"]
-        super = lambda: json
-        super().__init__("json", {{"dumps": {_POISONED}}})
-        return FACADES["json"].dumps(1)
+        import typing
+        alias = typing.List[int]
+        super = lambda: alias
+        super().__init__({_POISONED}, (int,))
+        return typing.List[int]()
     """, mode="subprocess"),
+    # (a subclass of a facade's sealed class, with the facade moved onto it: here the sealing is
+    # bypassed with the private build token, which is what a subclass in the sandbox would need)
     Attack("subclass-facade-then-init", f"""
         import json
         class Evil(type(json)):
-            pass
-        Evil.__init__(json, "json", {{"dumps": {_POISONED}}})
+            dumps = {_POISONED}
+        setattr(json, "__class__", Evil)
         return json.dumps(1)
     """, plain=f"""
-        from codemode.sandbox.facades import FACADES
+        from codemode.sandbox.facades import FACADES, _BUILD
         json = FACADES["json"]
-        class Evil(type(json)):
-            pass
-        Evil.__init__(json, "json", {{"dumps": {_POISONED}}})
+        class Evil(type(json), token=_BUILD):
+            __slots__ = ()
+            dumps = staticmethod({_POISONED})
+        object.__setattr__(json, "__class__", Evil)
         return FACADES["json"].dumps(1)
     """, mode="subprocess"),
     Attack("star-call-getattr", """
@@ -168,6 +168,39 @@ ATTACKS = [
             pass
         return C.found
     """),
+    Attack("three-argument-type-via-star-args", """
+        def hook(cls, **kw):
+            cls.found = open(SECRET_PATH).read()
+        Base = type(*["Base", (), {"__init_subclass__": classmethod(hook)}])
+        class C(Base):
+            pass
+        return C.found
+    """),
+    # (the inlined write guard of a store into an object that is not a plain name: a temporary)
+    Attack("write-temp-poisons-module-in-function", f"""
+        import json
+        def poison():
+            [json][0].dumps = {_POISONED}
+        poison()
+        import json as again
+        return again.dumps(1)
+    """, mode="subprocess"),
+    Attack("write-temp-call-result-poisons-module", """
+        import json
+        def evil(*a, **k):
+            return open(SECRET_PATH).read()
+        def poison():
+            (lambda: json)().dumps = evil
+        poison()
+        return json.dumps(1)
+    """, mode="subprocess"),
+    Attack("write-temp-in-class-body", f"""
+        import json
+        class Holder:
+            [json][0].dumps = {_POISONED}
+        import json as again
+        return again.dumps(1)
+    """, mode="subprocess"),
     Attack("subscript-into-class-dict", """
         sub = type.__dict__["__subclasses__"](object)
         loader = [c for c in sub if c.__name__ == "FileLoader"][0]
