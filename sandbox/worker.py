@@ -83,6 +83,9 @@ class WorkerConfig:
     parent_pid: int
     template: _isolate.TemplateIsolation
     pid_pipe: int | None = None
+    #: Run the warm-up program before ``ready`` (the host asks for it only while it is idle: see
+    #: :func:`_warm_up`).
+    warm: bool = True
 
 
 def _encode(frame: dict[str, Any]) -> bytes:
@@ -446,18 +449,33 @@ _WARM_UP: Final = {"type": "run", "program": _WARM_UP_PROGRAM, "tool_names": [],
 
 
 async def _warm_up(executor: ModuleType) -> None:
-    """Run a trivial program through the whole path once before saying ``ready``.
+    """Run a small program through the whole path once.
 
-    A forked worker shares its heap copy-on-write with the template; the first run through the
-    compiler, the executor and the codec would otherwise pay for hundreds of page copies (reference
-    count updates write to every object they touch). Paying here keeps that off the run's critical
-    path. Nothing of the warm-up survives: it has its own globals and a channel that discards.
+    The template runs it once before it freezes its heap (:func:`warm_template`), so the caches and
+    lazily built state of the compiler, the executor and the codec are made before the first fork and
+    shared by every worker. A forked worker may run it again before saying ``ready``: its heap is
+    shared copy-on-write with the template, and the first run through those paths would otherwise
+    pay for hundreds of page copies (reference count updates write to every object they touch).
+    That costs a few milliseconds of CPU, so the host asks for it only for a worker it starts while
+    idle (:class:`WorkerConfig` ``warm``); a worker started under load gets ready sooner and its
+    first run pays for the pages instead. Nothing of the warm-up survives: it has its own globals and
+    a channel that discards.
     """
     frame = loads(dumps(_WARM_UP))
     run = _Run(_NullChannel(), frame)
     done = await _execute(run, executor, frame, None)
     run.channel.send_bytes(done.encode(0.0))
     resource.getrusage(resource.RUSAGE_SELF)
+
+
+def warm_template(executor: ModuleType) -> None:
+    """(Template) run the warm-up program once, on an event loop of its own that is closed after."""
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(_warm_up(executor))
+    finally:
+        loop.close()
+        asyncio.set_event_loop(None)
 
 
 def serve(channel_fd: int, config: WorkerConfig) -> NoReturn:
@@ -468,8 +486,10 @@ def serve(channel_fd: int, config: WorkerConfig) -> NoReturn:
         _host_pid = _read_host_pid(config.pid_pipe)
         _isolate.close_inherited_fds(channel_fd, config.template.devnull)
         os.environ.clear()
+        shared_netns = config.template.shared_netns
         layers = _isolate.apply_layers(config.layers, parent_pid=config.parent_pid,
-                                       template=config.template.layers, host_pid=_host_pid)
+                                       template=config.template.layers, host_pid=_host_pid,
+                                       shared_netns=shared_netns)
         sock = socket.socket(fileno=_isolate.CHANNEL_FD)
         sock.setblocking(False)
         loop = asyncio.new_event_loop()
@@ -478,8 +498,11 @@ def serve(channel_fd: int, config: WorkerConfig) -> NoReturn:
                 and _isolate.install_seccomp(_socket_fds(loop))):
             layers.append("seccomp")
             filtered = True
+        elif shared_netns and "netns" in layers and _isolate.keeps_shared_netns(config.layers):
+            layers.remove("netns")  # (kept the template's namespace for seccomp, which did not go on)
         channel = _Channel(sock)
-        loop.run_until_complete(_warm_up(config.executor))
+        if config.warm:
+            loop.run_until_complete(_warm_up(config.executor))
         channel.send({"type": "ready", "layers": layers})
         grants = config.template.host_grants and "uid" in layers
         loop.run_until_complete(_serve_runs(channel, config.executor, host_grants=grants))
