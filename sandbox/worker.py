@@ -363,10 +363,12 @@ async def _serve_runs(channel: _Channel, executor: ModuleType, *, host_grants: b
 
 
 async def _execute(run: _Run, executor: ModuleType, frame: dict[str, Any],
-                   globals_: dict[str, Any] | None) -> _Done:
+                   globals_: dict[str, Any] | None, *, warming: bool = False) -> _Done:
     try:
-        options = ({"module_scope": frame.get("persist") is True}
-                   if _accepts(executor, "compile_program", "module_scope") else {})
+        options: dict[str, Any] = ({"module_scope": frame.get("persist") is True}
+                                   if _accepts(executor, "compile_program", "module_scope") else {})
+        if warming and _accepts(executor, "compile_program", "cache"):
+            options["cache"] = False  # (the warm-up is there to run the compiler, not to hit its cache)
         compiled = executor.compile_program(str(frame["program"]), **options)
     except MemoryError:
         raise
@@ -463,7 +465,7 @@ async def _warm_up(executor: ModuleType) -> None:
     """
     frame = loads(dumps(_WARM_UP))
     run = _Run(_NullChannel(), frame)
-    done = await _execute(run, executor, frame, None)
+    done = await _execute(run, executor, frame, None, warming=True)
     run.channel.send_bytes(done.encode(0.0))
     resource.getrusage(resource.RUSAGE_SELF)
 
