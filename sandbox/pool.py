@@ -117,6 +117,8 @@ class Sandbox:
         self._observers: list[HealthObserver] = []
         self._active = 0
         self._quiet_since = time.monotonic()
+        #: The run in flight started right after the last one ended (see :meth:`_refill`).
+        self._streaming = False
         self._sessions: set[SandboxSession] = set()
         self._cpu_watch = CpuWatch()
         self._stack: contextlib.AsyncExitStack | None = None
@@ -252,9 +254,11 @@ class Sandbox:
         flight would steal that CPU from the run. So while a worker is still at hand, replacements wait
         until no run has been in flight for :data:`_REFILL_SETTLE` (whoever awaited the last run gets
         to use its result first: the template's fork would otherwise preempt it). Once the supply is
-        empty, the next run would wait for a fork anyway, so replacements start at once and in
-        parallel (runs back to back then find a worker forked during the run before), and a run that
-        has to wait takes a worker the refill is already starting rather than forking one more. A
+        empty, or while runs come back to back (each starts within :data:`_REFILL_SETTLE` of the last
+        one's end, so the host is never quiet that long), the next run would wait for a fork anyway:
+        replacements then start at once and in parallel (a run finds a worker forked during the run
+        before), and a run that has to wait takes a worker the refill is already starting rather than
+        forking one more. A
         worker started while the host is busy skips its warm-up run (see :mod:`codemode.sandbox.worker`):
         it gets ready sooner, and its first run pays for the pages the warm-up would have copied. The
         refill never takes the workers over ``max_workers``; failed starts are retried after a growing
@@ -276,7 +280,7 @@ class Sandbox:
             if len(self._ready) + self._starting >= self._warm:
                 await self._next_need(need)
                 continue
-            if self._ready:
+            if self._ready and not self._streaming:
                 settle = self._quiet_since + _REFILL_SETTLE - time.monotonic()
                 if self._active or settle > 0:
                     await self._next_need(need, None if self._active else settle)
@@ -457,6 +461,8 @@ class Sandbox:
             return failed_result("aborted", "the run was cancelled before it started", started)
         run_limits = limits or self.limits
         self._active += 1
+        if self._active == 1:  # (runs coming back to back: the host was quiet only for a moment)
+            self._streaming = time.monotonic() - self._quiet_since < _REFILL_SETTLE
         try:
             if session is not None:
                 return await session.run(program, tool_names=names, call_tool=call_tool, limits=limits,

@@ -130,6 +130,8 @@ class _Channel:
         self._buffer = bytearray(_RECV_CHUNK)
         self._view = memoryview(self._buffer)
         self._registered = False
+        #: Wait for a reply in ``select`` when the loop is otherwise idle (:meth:`wait_quietly`).
+        self.quiet_waits = True
 
     def send(self, frame: dict[str, Any]) -> None:
         self.send_bytes(_encode(frame))
@@ -168,6 +170,28 @@ class _Channel:
                     self.on_reply(frame)
             else:
                 self.frames.append(frame)
+
+    def wait_quietly(self, future: asyncio.Future[Any]) -> None:
+        """Wait for ``future``'s reply on the socket itself while the event loop has nothing else to do.
+
+        A program awaiting a tool call usually leaves its loop with nothing runnable: then blocking in
+        ``select`` on the channel, and decoding the reply at once, skips a loop iteration, a callback
+        and a task switch per call. It returns as soon as the future is resolved, something else
+        becomes runnable (a reply to another call wakes its task) or the loop's next timer is due, so
+        the program behaves exactly as if it had awaited the future on the loop.
+        """
+        loop = asyncio.get_running_loop()
+        ready: collections.deque[Any] = loop._ready  # type: ignore[attr-defined]
+        timers: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+        while not future.done() and not ready:
+            timeout = None
+            if timers:
+                timeout = timers[0].when() - loop.time()
+                if timeout <= 0:
+                    return
+            if not select.select([self.sock], [], [], timeout)[0]:
+                return
+            self._on_readable()
 
     def receive(self) -> dict[str, Any]:
         """The next frame that is not a reply (replies go to ``on_reply`` as they arrive).
@@ -263,6 +287,8 @@ class _Run:
         self.pending[call_id] = future
         self.channel.send_bytes(data)
         try:
+            if self.channel.quiet_waits:
+                self.channel.wait_quietly(future)
             return await future
         except asyncio.CancelledError:
             # The program stopped waiting (the await was cancelled, which also cancels the future)
@@ -413,6 +439,7 @@ class _NullChannel(_Channel):
         self.decoder = FrameDecoder(1 << 20)
         self.frames = collections.deque()
         self.on_reply = None
+        self.quiet_waits = False
 
     def send_bytes(self, data: bytes) -> None:
         self.decoder.feed(data)
