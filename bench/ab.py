@@ -12,7 +12,8 @@ checkout's bench peers:
 - ``per call``: wall and host-CPU time per sequential ``await tools.add(...)`` (``--calls`` of them in
   one program, minus the trivial run, three programs);
 - ``per call under gather``: 100 ``tools.add`` calls under ``asyncio.gather``, minus the trivial run;
-- ``realistic``: the benchmark's 22-call program;
+- ``realistic``: the benchmark's 22-call program, and the same on pydantic-monty's warm sync session
+  (``monty-sync``, when installed) in the same process, with codemode's time as a percentage of it;
 - ``ping-pong``: the raw round trip of one call-sized frame over a Unix socketpair to a child process
   (blocking sockets on both sides, unpinned), the floor the per-call figures are compared with.
 
@@ -134,7 +135,27 @@ async def _cells(calls: int) -> dict[str, float]:
                 await peer.prepare()
                 walls.append(await _timed(peer, realistic))
             out[f"{label} realistic (us)"] = statistics.median(walls) * 1e6
+    for label in ("sandbox", "run_code"):
+        out[f"{label} per call / ping-pong (x)"] = out[f"{label} per call (us)"] / out["ping-pong (us)"]
+    monty = await _monty_realistic(realistic)
+    if monty is not None:
+        out["monty-sync realistic (us)"] = monty * 1e6
+        for label in ("sandbox", "run_code"):
+            out[f"{label} realistic / monty-sync (%)"] = out[f"{label} realistic (us)"] / (monty * 1e4)
     return out
+
+
+async def _monty_realistic(realistic: Any) -> float | None:
+    """Median seconds of the realistic program on pydantic-monty's warm sync session (None without it)."""
+    try:
+        import pydantic_monty  # noqa: F401
+
+        from bench.peers import MontySyncPeer
+    except ImportError:
+        return None
+    async with MontySyncPeer() as peer:
+        await _timed(peer, realistic)
+        return statistics.median([await _timed(peer, realistic) for _ in range(15)])
 
 
 def _measure(tree: Path, calls: int) -> dict[str, float]:
@@ -146,6 +167,10 @@ def _measure(tree: Path, calls: int) -> dict[str, float]:
         sys.exit(f"measuring {tree} failed:\n{done.stderr}")
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def _figure(value: float) -> str:
+    return f"{value:.0f}" if abs(value) >= 20 else f"{value:.2f}"
 
 
 def main() -> None:
@@ -177,7 +202,7 @@ def main() -> None:
     print("|---" * (2 * len(names)) + "|")
     for cell, sides in rows.items():
         this = statistics.median(sides.get("this", [float("nan")]))
-        cells = [", ".join(f"{v:.0f}" for v in sides.get(n, [])) for n in names]
+        cells = [", ".join(_figure(v) for v in sides.get(n, [])) for n in names]
         ratios = [f"{this / statistics.median(sides[n]):.2f}x" if sides.get(n) else "n/a" for n in names[:-1]]
         print(f"| {cell} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     print(f"(load average after: {os.getloadavg()[0]:.2f})")
