@@ -398,13 +398,15 @@ def _drop_capabilities() -> bool:
     return int(lib.capset(ctypes.byref(header), data)) == 0
 
 
+#: Every limit but the per-run ones, as (name, resource number): listed once, in the template.
+_LIFE_LIMITS: Final = tuple((name, getattr(resource, name)) for name in dir(resource)
+                            if name.startswith("RLIMIT_") and name not in _PER_RUN_LIMITS)
+
+
 def _fixed_rlimits() -> None:
     """Hard = soft for every limit; the fixed ones at their values (CPU and memory wait for the run)."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE fails instead of killing
-    for name in dir(resource):
-        if not name.startswith("RLIMIT_") or name in _PER_RUN_LIMITS:
-            continue
-        which = getattr(resource, name)
+    for name, which in _LIFE_LIMITS:
         soft, _ = resource.getrlimit(which)
         value = _FIXED_LIMITS.get(name, soft)
         with contextlib.suppress(ValueError, OSError):

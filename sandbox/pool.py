@@ -99,7 +99,7 @@ class Sandbox:
         self._required = _required_layers(require, chosen)
         self._supply: WorkerSupply = TemplateSupervisor(
             executor, restart_policy or RestartPolicy(), on_worker_exit=self._worker_exited,
-            on_event=self._emit, template_layers=chosen & SHARED_LAYERS, required=self._required)
+            on_event=self._emit, template_layers=_template_layers(chosen), required=self._required)
         self._ready: list[WorkerHandle] = []
         #: Workers the refill is starting (each in a task of its own).
         self._starting = 0
@@ -488,6 +488,13 @@ class Sandbox:
             if not self._active:
                 self._quiet_since = time.monotonic()
                 self._need.set()
+
+
+def _template_layers(chosen: frozenset[str]) -> frozenset[str]:
+    """What the template sets up: its own layers, and the shared network namespace only for workers
+    that will keep it (under seccomp)."""
+    layers = chosen & SHARED_LAYERS
+    return layers if "seccomp" in chosen else layers - {"netns"}
 
 
 def _required_layers(require: object, attempted: frozenset[str]) -> frozenset[str]:
