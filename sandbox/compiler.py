@@ -19,7 +19,8 @@ carry ``kind`` (``"syntax"``/``"policy"``), a stable ``code`` and the :class:`Co
 
 The policy is a transformer written in Python, so compiling costs far more than CPython's own compile
 (about 1-2.5 ms per KB of program on the benchmark machine, ``bench/compile_cost.py``). Compiled programs
-are therefore kept in a bounded least-recently-used cache keyed by everything the result depends on:
+are therefore kept in a least-recently-used cache (bounded in entries and in source text) keyed by
+everything the result depends on:
 the source, the file name, ``module_scope`` and the policy class. A hit returns the same immutable
 :class:`CompiledProgram`; a rejected program is not cached (it is rejected again, with the same
 diagnostics). The cache lives in the compiling process: a persistent session's worker reuses a program it
@@ -41,6 +42,7 @@ from .policy import ENTRY_NAME, NO_VALUE_NAME, RESERVED_GLOBALS, ProgramPolicy
 __all__ = (
     "CACHE_ENTRIES",
     "CACHE_SOURCE_CHARS",
+    "CACHE_TOTAL_CHARS",
     "MAX_DIAGNOSTICS",
     "MAX_DIAGNOSTIC_CHARS",
     "CompileDiagnostics",
@@ -266,9 +268,13 @@ def _compile_tree(module: ast.Module, filename: str) -> CodeType:
 CACHE_ENTRIES: Final = 64
 #: Programs longer than this (in characters) are compiled every time, never kept.
 CACHE_SOURCE_CHARS: Final = 1 << 16
+#: The most source text (in characters) the kept programs may add up to: in a session's worker the
+#: cache lives inside the program's memory budget, so it stays small beside it.
+CACHE_TOTAL_CHARS: Final = 1 << 19
 
 _CacheKey = tuple[str, str, bool, type[ProgramPolicy]]
 _cache: OrderedDict[_CacheKey, CompiledProgram] = OrderedDict()
+_cached_chars = 0
 _hits = 0
 _misses = 0
 
@@ -290,7 +296,7 @@ def compile_program(source: str, *, filename: str = "<program>", module_scope: b
     Raises :class:`ProgramSyntaxError` or :class:`ProgramPolicyError` (with every diagnostic at once);
     never anything else for any ``str`` input.
     """
-    global _hits, _misses
+    global _hits, _misses, _cached_chars
     if not isinstance(source, str):
         raise _syntax(0, f"a program must be text (str), not {type(source).__name__}")
     if not cache or len(source) > CACHE_SOURCE_CHARS:
@@ -304,8 +310,10 @@ def compile_program(source: str, *, filename: str = "<program>", module_scope: b
     _misses += 1
     compiled = _compile(source, filename, module_scope, policy)
     _cache[key] = compiled
-    if len(_cache) > CACHE_ENTRIES:
-        _cache.popitem(last=False)
+    _cached_chars += len(source)
+    while len(_cache) > CACHE_ENTRIES or _cached_chars > CACHE_TOTAL_CHARS:
+        (gone, *_), _ = _cache.popitem(last=False)
+        _cached_chars -= len(gone)
     return compiled
 
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from codemode.sandbox.compiler import (
     CACHE_ENTRIES,
     CACHE_SOURCE_CHARS,
+    CACHE_TOTAL_CHARS,
     CompileDiagnostics,
     CompiledProgram,
     ProgramCompileError,
@@ -247,3 +248,13 @@ def test_the_cache_is_bounded() -> None:
         compile_program(f"return {index}  # {uuid.uuid4().hex}")
     assert compile_cache_info()[2] == CACHE_ENTRIES
     assert compile_program(first.source_lines[0]) is not first
+
+
+def test_the_cache_is_bounded_in_source_text() -> None:
+    """Large programs evict older ones once the kept text would pass CACHE_TOTAL_CHARS."""
+    size = CACHE_SOURCE_CHARS - 64
+    count = CACHE_TOTAL_CHARS // size + 2
+    programs = [f"x = '{'a' * (size - 42)}'\nreturn x  # {uuid.uuid4().hex}" for _ in range(count)]
+    kept = [compile_program(program) for program in programs]
+    assert compile_cache_info()[2] <= CACHE_TOTAL_CHARS // size
+    assert compile_program(programs[-1]) is kept[-1] and compile_program(programs[0]) is not kept[0]
