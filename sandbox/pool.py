@@ -258,11 +258,10 @@ class Sandbox:
         one's end, so the host is never quiet that long), the next run would wait for a fork anyway:
         replacements then start at once and in parallel (a run finds a worker forked during the run
         before), and a run that has to wait takes a worker the refill is already starting rather than
-        forking one more. A
-        worker started while the host is busy skips its warm-up run (see :mod:`codemode.sandbox.worker`):
-        it gets ready sooner, and its first run pays for the pages the warm-up would have copied. The
-        refill never takes the workers over ``max_workers``; failed starts are retried after a growing
-        pause.
+        forking one more. A worker started while the host is busy (or between runs that come back to
+        back) skips its warm-up run (see :mod:`codemode.sandbox.worker`): it gets ready sooner, and its
+        first run pays for the pages the warm-up would have copied. The refill never takes the workers
+        over ``max_workers``; failed starts are retried after a growing pause.
         """
         failures = 0
         while self._open:
@@ -280,7 +279,7 @@ class Sandbox:
             if len(self._ready) + self._starting >= self._warm:
                 await self._next_need(need)
                 continue
-            if self._ready and not self._streaming:
+            if self._ready and not self._back_to_back():
                 settle = self._quiet_since + _REFILL_SETTLE - time.monotonic()
                 if self._active or settle > 0:
                     await self._next_need(need, None if self._active else settle)
@@ -291,7 +290,14 @@ class Sandbox:
             self._starting += 1
             self._reserved += 1
             assert self._task_group is not None
-            self._task_group.start_soon(self._refill_one, not (self._active or self._waiting))
+            self._task_group.start_soon(self._refill_one,
+                                        not (self._active or self._waiting or self._back_to_back()))
+
+    def _back_to_back(self) -> bool:
+        """Runs are coming back to back: the one in flight (or the last, if it ended less than
+        :data:`_REFILL_SETTLE` ago) started right after the one before it ended."""
+        return self._streaming and (self._active > 0
+                                    or time.monotonic() - self._quiet_since < _REFILL_SETTLE)
 
     async def _next_need(self, need: anyio.Event, within: float | None = None) -> None:
         """Wait until ``need`` is set (a run started or ended, a worker was taken or died), at most
