@@ -28,8 +28,9 @@ Layers, as reported, in the order they are listed:
   made once for all its workers: unsharing a namespace per worker costs about a millisecond (and its
   teardown more), and with no way to make a socket a worker can reach nothing through it, not even a
   sibling (abstract Unix names live in the namespace, and binding or connecting one needs a socket).
-  A worker without seccomp unshares a namespace of its own. Either way the layer is reported only
-  once it holds: a worker left in the shared one whose filter did not go on reports no ``netns``.
+  The template makes it only where a probe child could install the filter; a worker without seccomp
+  unshares a namespace of its own, and a worker in the shared one whose filter did not go on exits
+  before ``ready`` (its start fails: it never runs a program with sockets in a shared namespace).
 - ``uid``: an unprivileged uid/gid of its own (unique per worker: it follows the worker's pid as the
   host sees it), no supplementary groups, no capabilities.
 - ``rlimits``: no new processes, no file writes, 16 descriptors, no core dumps, no locked memory or
@@ -229,11 +230,34 @@ def isolate_template(wanted: Iterable[str]) -> TemplateIsolation:
     privileged = _LINUX and os.geteuid() == 0
     if "mount-ns" in want and privileged and _try(_empty_root):
         layers.append("mount-ns")
-    shared_netns = "netns" in want and privileged and int(_lib().unshare(_CLONE_NEWNET)) == 0
+    shared_netns = ("netns" in want and privileged and _seccomp_works()
+                    and int(_lib().unshare(_CLONE_NEWNET)) == 0)
     holder = _pid_namespace() if "pid-ns" in want and privileged else None
     if holder is not None:
         layers.append("pid-ns")
     return TemplateIsolation(tuple(layers), devnull, holder, grants, shared_netns)
+
+
+def _seccomp_works() -> bool:
+    """Whether a worker here can install the seccomp allowlist: a child process tries (and exits).
+
+    The shared network namespace is made only then, so that where the filter cannot go on (another
+    architecture, a kernel without it) every worker unshares a namespace of its own as before.
+    """
+    if not _seccomp.available():
+        return False
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ok = _prctl(_PR_SET_NO_NEW_PRIVS, 1) and install_seccomp(_USUAL_SOCKETS)
+            os._exit(0 if ok else 1)
+        finally:
+            os._exit(1)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except OSError:
+        return False
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def _empty_root() -> bool:
@@ -320,7 +344,7 @@ def apply_layers(wanted: Iterable[str], *, parent_pid: int, template: Iterable[s
     host sees it (its uid follows it). Returns the layers that took effect, in reporting order;
     ``seccomp`` is installed later by the caller (:func:`install_seccomp`), after the event loop.
     With ``shared_netns`` (the template's namespace, see :func:`keeps_shared_netns`) the worker keeps
-    it and ``netns`` is in the list; the caller drops it should seccomp not go on.
+    it and ``netns`` is in the list; should seccomp then not go on, the caller exits.
     """
     want = set(wanted)
     active = {"process", "empty-env", "tmpdir", "closed-fds", *template}

@@ -528,7 +528,7 @@ def serve(channel_fd: int, config: WorkerConfig) -> NoReturn:
             layers.append("seccomp")
             filtered = True
         elif shared_netns and "netns" in layers and _isolate.keeps_shared_netns(config.layers):
-            layers.remove("netns")  # (kept the template's namespace for seccomp, which did not go on)
+            os._exit(EXIT_REFUSED)  # (kept the template's namespace for seccomp, which did not go on)
         channel = _Channel(sock)
         if config.warm:
             loop.run_until_complete(_warm_up(config.executor))
