@@ -282,7 +282,7 @@ class _ChildJob:
         self.done = OneShot()
         self.result: ToolResult | None = None
         self.failure: Exception | None = None
-        self._own = CancelSource()
+        self._own = CancelSource(follows=lane.signal)  # (the run's signal, or this call's own cancel)
 
     @property
     def name(self) -> str:
@@ -307,7 +307,7 @@ class _ChildJob:
     def _ensure_execution(self) -> Execution:
         if self._execution is None:
             lane = self._lane
-            cancel = CancelSignal.any_of(lane.signal, self._own.signal)
+            cancel = self._own.signal
             self._execution = lane.runtime.stages.create(
                 self._name, self._args, call_id=self._call_id, root_call_id=lane.outer.root_call_id,
                 agent=lane.outer.agent, parent=lane.outer.token, cancel=cancel)
@@ -338,6 +338,7 @@ class _ChildJob:
         lane = self._lane
         try:
             result = await lane.runtime.stages.finish(self._outcome)
+            self._own.detach()  # (settled: the run's end no longer concerns it)
             if lane.on_commit is not None:
                 lane.on_commit(self._name, self._call_id, result)
         except BaseException:  # an internal failure: the lane re-raises it; never leave the caller waiting
@@ -361,6 +362,7 @@ class _ChildJob:
         self.done.set()
 
     async def abandon(self, reason: str) -> None:
+        self._own.detach()
         self.failure = AbortedBeforeDispatchError(
             f"run_code run is over ({reason}); {self._name} tool call abandoned")
         self.done.set()

@@ -23,7 +23,14 @@ Layers, as reported, in the order they are listed:
 - ``ipc-ns``: a private IPC namespace: SysV shared memory, message queues, semaphores and POSIX message
   queues the worker makes die with it, and it sees none of anybody else's.
 - ``uts-ns``: a private host name (``sandbox``), so the machine's name does not leak.
-- ``netns``: a new network namespace with no interface up (not even loopback).
+- ``netns``: a network namespace with no interface up (not even loopback), never the host's. A worker
+  under the seccomp allowlist (which refuses every call that makes a socket) stays in one the template
+  made once for all its workers: unsharing a namespace per worker costs about a millisecond (and its
+  teardown more), and with no way to make a socket a worker can reach nothing through it, not even a
+  sibling (abstract Unix names live in the namespace, and binding or connecting one needs a socket).
+  The template makes it only where a probe child could install the filter; a worker without seccomp
+  unshares a namespace of its own, and a worker in the shared one whose filter did not go on exits
+  before ``ready`` (its start fails: it never runs a program with sockets in a shared namespace).
 - ``uid``: an unprivileged uid/gid of its own (unique per worker: it follows the worker's pid as the
   host sees it), no supplementary groups, no capabilities.
 - ``rlimits``: no new processes, no file writes, 16 descriptors, no core dumps, no locked memory or
@@ -67,6 +74,7 @@ __all__ = (
     "CHANNEL_FD",
     "LAYER_NEEDS",
     "OPTIONAL_LAYERS",
+    "SHARED_LAYERS",
     "TEMPLATE_LAYERS",
     "TemplateIsolation",
     "apply_layers",
@@ -76,6 +84,7 @@ __all__ = (
     "grant_run_limits",
     "install_seccomp",
     "isolate_template",
+    "keeps_shared_netns",
     "prepare_worker_filters",
     "set_run_limits",
 )
@@ -89,6 +98,9 @@ BASE_LAYERS: Final = frozenset({"process", "empty-env", "tmpdir", "closed-fds", 
 OPTIONAL_LAYERS: Final = frozenset(ALL_LAYERS) - BASE_LAYERS
 #: Optional layers the template sets up once for all its workers.
 TEMPLATE_LAYERS: Final = frozenset({"mount-ns", "pid-ns"})
+#: The optional layers the template is told about: its own, and ``netns`` (it makes the shared network
+#: namespace that workers under seccomp stay in).
+SHARED_LAYERS: Final = TEMPLATE_LAYERS | {"netns"}
 
 #: What each optional layer needs, for the error that names a required layer a worker came up without.
 LAYER_NEEDS: Final = {
@@ -188,6 +200,9 @@ class TemplateIsolation:
     #: Whether the host may raise a worker's hard limits (it holds ``CAP_SYS_RESOURCE``, as the
     #: template does: same credentials); asked before the file system (and /proc) went away.
     host_grants: bool = False
+    #: Whether the template is in a network namespace of its own with no interface up, which a worker
+    #: under seccomp keeps instead of unsharing one (see ``netns`` in the module docstring).
+    shared_netns: bool = False
 
     @property
     def empty_root(self) -> bool:
@@ -201,7 +216,8 @@ class TemplateIsolation:
 
 
 def isolate_template(wanted: Iterable[str]) -> TemplateIsolation:
-    """Enter the shared layers: an empty read-only root, then a PID namespace with its holder.
+    """Enter the shared layers: an empty read-only root, a network namespace with no interface up,
+    then a PID namespace with its holder.
 
     Called once by the template after it imported everything a worker will ever need (nothing can be
     imported afterwards) and before its first fork. Each layer needs root (``CAP_SYS_ADMIN``);
@@ -214,10 +230,34 @@ def isolate_template(wanted: Iterable[str]) -> TemplateIsolation:
     privileged = _LINUX and os.geteuid() == 0
     if "mount-ns" in want and privileged and _try(_empty_root):
         layers.append("mount-ns")
+    shared_netns = ("netns" in want and privileged and _seccomp_works()
+                    and int(_lib().unshare(_CLONE_NEWNET)) == 0)
     holder = _pid_namespace() if "pid-ns" in want and privileged else None
     if holder is not None:
         layers.append("pid-ns")
-    return TemplateIsolation(tuple(layers), devnull, holder, grants)
+    return TemplateIsolation(tuple(layers), devnull, holder, grants, shared_netns)
+
+
+def _seccomp_works() -> bool:
+    """Whether a worker here can install the seccomp allowlist: a child process tries (and exits).
+
+    The shared network namespace is made only then, so that where the filter cannot go on (another
+    architecture, a kernel without it) every worker unshares a namespace of its own as before.
+    """
+    if not _seccomp.available():
+        return False
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ok = _prctl(_PR_SET_NO_NEW_PRIVS, 1) and install_seccomp(_USUAL_SOCKETS)
+            os._exit(0 if ok else 1)
+        finally:
+            os._exit(1)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except OSError:
+        return False
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def _empty_root() -> bool:
@@ -295,7 +335,7 @@ def close_inherited_fds(channel: int, devnull: int) -> None:
 
 
 def apply_layers(wanted: Iterable[str], *, parent_pid: int, template: Iterable[str],
-                 host_pid: int) -> list[str]:
+                 host_pid: int, shared_netns: bool = False) -> list[str]:
     """Apply every base layer and every wanted optional layer the platform allows, in order.
 
     Called in the worker after :func:`close_inherited_fds` and before the event loop exists.
@@ -303,10 +343,16 @@ def apply_layers(wanted: Iterable[str], *, parent_pid: int, template: Iterable[s
     namespace); ``template`` the layers the template set up; ``host_pid`` the worker's pid as the
     host sees it (its uid follows it). Returns the layers that took effect, in reporting order;
     ``seccomp`` is installed later by the caller (:func:`install_seccomp`), after the event loop.
+    With ``shared_netns`` (the template's namespace, see :func:`keeps_shared_netns`) the worker keeps
+    it and ``netns`` is in the list; should seccomp then not go on, the caller exits.
     """
     want = set(wanted)
     active = {"process", "empty-env", "tmpdir", "closed-fds", *template}
-    active |= _namespaces([name for name in _NAMESPACE_FLAGS if name in want])
+    keep = shared_netns and keeps_shared_netns(want)
+    if keep:
+        active.add("netns")
+    active |= _namespaces([name for name in _NAMESPACE_FLAGS
+                           if name in want and not (keep and name == "netns")])
     if "uts-ns" in active and int(_lib().sethostname(_HOSTNAME, len(_HOSTNAME))) != 0:
         active.discard("uts-ns")
     if "uid" in want and _try(lambda: _drop_uid(host_pid)):
@@ -323,6 +369,13 @@ def apply_layers(wanted: Iterable[str], *, parent_pid: int, template: Iterable[s
         if "landlock" in want and _landlock.restrict(_lib()):
             active.add("landlock")
     return [layer for layer in ALL_LAYERS if layer in active]
+
+
+def keeps_shared_netns(wanted: Iterable[str]) -> bool:
+    """Whether a worker attempting ``wanted`` stays in the template's network namespace: only when it
+    wants ``netns`` and will run under the seccomp allowlist (which needs ``no-new-privs``)."""
+    want = set(wanted)
+    return {"netns", "seccomp", "no-new-privs"} <= want and _seccomp.available()
 
 
 def _namespaces(names: list[str]) -> set[str]:
@@ -369,13 +422,15 @@ def _drop_capabilities() -> bool:
     return int(lib.capset(ctypes.byref(header), data)) == 0
 
 
+#: Every limit but the per-run ones, as (name, resource number): listed once, in the template.
+_LIFE_LIMITS: Final = tuple((name, getattr(resource, name)) for name in dir(resource)
+                            if name.startswith("RLIMIT_") and name not in _PER_RUN_LIMITS)
+
+
 def _fixed_rlimits() -> None:
     """Hard = soft for every limit; the fixed ones at their values (CPU and memory wait for the run)."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE fails instead of killing
-    for name in dir(resource):
-        if not name.startswith("RLIMIT_") or name in _PER_RUN_LIMITS:
-            continue
-        which = getattr(resource, name)
+    for name, which in _LIFE_LIMITS:
         soft, _ = resource.getrlimit(which)
         value = _FIXED_LIMITS.get(name, soft)
         with contextlib.suppress(ValueError, OSError):

@@ -91,7 +91,7 @@ class WorkerSupply(Protocol):
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None: ...
 
-    async def spawn(self, layers: frozenset[str]) -> WorkerHandle: ...
+    async def spawn(self, layers: frozenset[str], *, warm: bool = True) -> WorkerHandle: ...
 
     async def wait_changed(self) -> None: ...
 
@@ -163,8 +163,11 @@ class TemplateSupervisor:
         task_group.start_soon(self._supervise)
         task_group.start_soon(self._watch)
 
-    async def spawn(self, layers: frozenset[str]) -> WorkerHandle:
+    async def spawn(self, layers: frozenset[str], *, warm: bool = True) -> WorkerHandle:
         """A fresh worker from the serving template, waiting for a replacement while there is none.
+
+        ``warm``: the worker runs its warm-up program before it says ``ready`` (worth it while the
+        host is idle; see :mod:`codemode.sandbox.worker`).
 
         Raises :class:`BreakerOpen` while the breaker is open and :class:`SandboxStartError` (saying what
         ran out) when the worker cannot be started; a template lost during the start is retried on its
@@ -180,7 +183,7 @@ class TemplateSupervisor:
                 await self.wait_changed()
                 continue
             try:
-                return await template.spawn(layers)
+                return await template.spawn(layers, warm=warm)
             except TemplateGone as exc:
                 if template is self._template:  # (its socket failed before its death was seen)
                     template.retire(f"stopped taking requests ({exc.message})")

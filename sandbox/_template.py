@@ -7,9 +7,10 @@ copy-on-write forks), gives up the host's file system for an empty read-only roo
 (:func:`codemode.sandbox._isolate.isolate_template`), and then serves a control socket (``SOCK_SEQPACKET``,
 one JSON object per message):
 
-- host ``{op: spawn, id, layers}`` with one descriptor attached (the worker's end of a fresh
-  socketpair): the template forks (without the empty root, it first makes an empty working directory);
-  the child becomes the worker (:func:`codemode.sandbox.worker.serve`), the template answers
+- host ``{op: spawn, id, layers, warm}`` with one descriptor attached (the worker's end of a fresh
+  socketpair; ``warm: false`` skips the worker's warm-up run): the template forks (without the empty
+  root, it first makes an empty working directory); the child becomes the worker
+  (:func:`codemode.sandbox.worker.serve`), the template answers
   ``{op: spawned, id, pid}`` (or ``{op: spawned, id, error, errno}`` when the directory, the fork or
   the channel's descriptor failed);
 - host ``{op: kill, pid}``: SIGKILL to the worker's process group. Only the template reaps, so a pid it
@@ -147,7 +148,8 @@ class _Template:
                 os.chdir(workdir or "/")
                 parent = 0 if isolation.pid_namespace else self.pid  # (outside the namespace: 0)
                 worker.serve(channel, worker.WorkerConfig(self.executor, layers, parent, isolation,
-                                                          pipe[0] if pipe else None))
+                                                          pipe[0] if pipe else None,
+                                                          message.get("warm") is not False))
             finally:
                 os._exit(1)
         os.close(channel)
@@ -269,6 +271,7 @@ def _prepare(executor_name: str) -> ModuleType:
     # Workers ignore every warning (a program's SyntaxWarning has nowhere to go): the compiler then
     # skips saving and restoring the filter list around each parse and compile.
     warnings.simplefilter("ignore")
+    worker.warm_template(executor)  # (its lazily made state is then shared by every worker)
     gc.collect()
     gc.freeze()
     return executor
@@ -282,7 +285,7 @@ def main(argv: list[str]) -> None:
     the template-level ones to attempt (all of them when the argument is missing).
     """
     wanted = (frozenset(str(name) for name in json.loads(argv[2])) if len(argv) > 2
-              else _isolate.TEMPLATE_LAYERS)
+              else _isolate.SHARED_LAYERS)
     control = socket.socket(fileno=int(argv[0]))
     control.setblocking(True)
     libc = _isolate._lib()
@@ -295,7 +298,7 @@ def main(argv: list[str]) -> None:
             control.send(json.dumps({"op": "hello", "error": f"{type(exc).__name__}: {exc}"}).encode())
         sys.exit(1)
     sweep_workdirs()
-    isolation = _isolate.isolate_template(wanted & _isolate.TEMPLATE_LAYERS)
+    isolation = _isolate.isolate_template(wanted & _isolate.SHARED_LAYERS)
     if isolation.empty_root:
         sys.meta_path.insert(0, _preload.AfterPivot())
     _Template(control, executor, isolation).serve()

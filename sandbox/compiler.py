@@ -16,6 +16,15 @@ one mistake repeated on every line gets a short answer, not megabytes of it. A p
 parse (or that CPython's compiler rejects after the policy, e.g. ``await`` inside a plain ``def``)
 raises :class:`ProgramSyntaxError`; one too large or too deep to parse says which limit it met. Both
 carry ``kind`` (``"syntax"``/``"policy"``), a stable ``code`` and the :class:`CompileDiagnostics`.
+
+The policy is a transformer written in Python, so compiling costs far more than CPython's own compile
+(about 1-2.5 ms per KB of program on the benchmark machine, ``bench/compile_cost.py``). Compiled programs
+are therefore kept in a least-recently-used cache (bounded in entries and in source text) keyed by
+everything the result depends on:
+the source, the file name, ``module_scope`` and the policy class. A hit returns the same immutable
+:class:`CompiledProgram`; a rejected program is not cached (it is rejected again, with the same
+diagnostics). The cache lives in the compiling process: a persistent session's worker reuses a program it
+ran before; a one-shot worker is a fresh process that starts with the template's (empty) cache.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass
 from types import CodeType
 from typing import ClassVar, Final
@@ -30,6 +40,9 @@ from typing import ClassVar, Final
 from .policy import ENTRY_NAME, NO_VALUE_NAME, RESERVED_GLOBALS, ProgramPolicy
 
 __all__ = (
+    "CACHE_ENTRIES",
+    "CACHE_SOURCE_CHARS",
+    "CACHE_TOTAL_CHARS",
     "MAX_DIAGNOSTICS",
     "MAX_DIAGNOSTIC_CHARS",
     "CompileDiagnostics",
@@ -37,6 +50,7 @@ __all__ = (
     "ProgramCompileError",
     "ProgramPolicyError",
     "ProgramSyntaxError",
+    "compile_cache_info",
     "compile_program",
 )
 
@@ -250,22 +264,65 @@ def _compile_tree(module: ast.Module, filename: str) -> CodeType:
         return compile(module, filename, "exec", dont_inherit=True)
 
 
-def compile_program(source: str, *, filename: str = "<program>",
-                    module_scope: bool = True) -> CompiledProgram:
+#: How many compiled programs the cache keeps (the least recently used goes first).
+CACHE_ENTRIES: Final = 64
+#: Programs longer than this (in characters) are compiled every time, never kept.
+CACHE_SOURCE_CHARS: Final = 1 << 16
+#: The most source text (in characters) the kept programs may add up to: in a session's worker the
+#: cache lives inside the program's memory budget, so it stays small beside it.
+CACHE_TOTAL_CHARS: Final = 1 << 19
+
+_CacheKey = tuple[str, str, bool, type[ProgramPolicy]]
+_cache: OrderedDict[_CacheKey, CompiledProgram] = OrderedDict()
+_cached_chars = 0
+_hits = 0
+_misses = 0
+
+
+def compile_cache_info() -> tuple[int, int, int]:
+    """``(hits, misses, entries)`` of this process's compile cache (for tests and benchmarks)."""
+    return _hits, _misses, len(_cache)
+
+
+def compile_program(source: str, *, filename: str = "<program>", module_scope: bool = True,
+                    policy: type[ProgramPolicy] = ProgramPolicy, cache: bool = True) -> CompiledProgram:
     """Compile ``source`` as the body of an async function under the sandbox's language policy.
 
     ``module_scope=False`` (one-shot runs) keeps top-level names as fast locals unless the program uses
-    a ``global`` statement.
+    a ``global`` statement. ``policy`` is the transformer class (the sandbox's own unless a caller
+    tightens it). ``cache=False`` compiles even when the cache holds the program (and keeps nothing):
+    the worker's warm-up uses it, since its purpose is to run the compiler.
 
     Raises :class:`ProgramSyntaxError` or :class:`ProgramPolicyError` (with every diagnostic at once);
     never anything else for any ``str`` input.
     """
+    global _hits, _misses, _cached_chars
     if not isinstance(source, str):
         raise _syntax(0, f"a program must be text (str), not {type(source).__name__}")
+    if not cache or len(source) > CACHE_SOURCE_CHARS:
+        return _compile(source, filename, module_scope, policy)
+    key = (source, filename, bool(module_scope), policy)
+    found = _cache.get(key)
+    if found is not None:
+        _hits += 1
+        _cache.move_to_end(key)
+        return found
+    _misses += 1
+    compiled = _compile(source, filename, module_scope, policy)
+    _cache[key] = compiled
+    _cached_chars += len(source)
+    while len(_cache) > CACHE_ENTRIES or _cached_chars > CACHE_TOTAL_CHARS:
+        (gone, *_), _ = _cache.popitem(last=False)
+        _cached_chars -= len(gone)
+    return compiled
+
+
+def _compile(source: str, filename: str, module_scope: bool,
+             policy_type: type[ProgramPolicy]) -> CompiledProgram:
     tree = _parse(source, filename)
     collector = _TopLevelNames()
     module = _wrap(tree.body)
-    policy = ProgramPolicy()
+    policy = policy_type()
     # The top-level names matter only at module scope or under a `global` statement (which needs the
     # keyword in the text): a one-shot program without one skips the walk.
     collect = module_scope or "global" in source

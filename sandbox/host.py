@@ -484,8 +484,8 @@ class TemplateProcess:
                         raise SandboxStartError(describe_os_error(exc.errno, str(exc), HOST)) from None
                     raise TemplateGone(f"the sandbox template is gone: {exc}") from None
 
-    async def spawn(self, layers: frozenset[str]) -> WorkerHandle:
-        """Fork a new worker and wait for its ``ready`` frame.
+    async def spawn(self, layers: frozenset[str], *, warm: bool = True) -> WorkerHandle:
+        """Fork a new worker and wait for its ``ready`` frame (``warm``: after its warm-up run).
 
         Raises :class:`TemplateGone` if the template is lost before it answers, and
         :class:`SandboxStartError` (saying what ran out) for any other failure.
@@ -500,7 +500,7 @@ class TemplateProcess:
         box: list[Any] = []
         self._spawns[spawn_id] = (event, box)
         try:
-            await self._send({"op": "spawn", "id": spawn_id, "layers": sorted(layers)},
+            await self._send({"op": "spawn", "id": spawn_id, "layers": sorted(layers), "warm": warm},
                              [child_end.fileno()])
         except BaseException:
             self._spawns.pop(spawn_id, None)

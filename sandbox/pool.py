@@ -31,7 +31,7 @@ from typing import Final, Literal
 import anyio
 import anyio.abc
 
-from ._isolate import BASE_LAYERS, OPTIONAL_LAYERS, TEMPLATE_LAYERS
+from ._isolate import BASE_LAYERS, OPTIONAL_LAYERS, SHARED_LAYERS
 from ._run import CallTool, CancelLike, CpuWatch, OnLog, execute_run
 from ._supply import BreakerOpen, TemplateSupervisor, WorkerSupply, WorkerUnavailable
 from .calls import CooperativeCallTool
@@ -99,9 +99,12 @@ class Sandbox:
         self._required = _required_layers(require, chosen)
         self._supply: WorkerSupply = TemplateSupervisor(
             executor, restart_policy or RestartPolicy(), on_worker_exit=self._worker_exited,
-            on_event=self._emit, template_layers=chosen & TEMPLATE_LAYERS, required=self._required)
+            on_event=self._emit, template_layers=_template_layers(chosen), required=self._required)
         self._ready: list[WorkerHandle] = []
+        #: Workers the refill is starting (each in a task of its own).
         self._starting = 0
+        self._refill_failure: SandboxStartError | None = None
+        self._refilled = False
         #: Workers being started (by the refill or by runs): counted against max_workers.
         self._reserved = 0
         #: Runs waiting for a worker (the refill leaves new workers to them).
@@ -113,9 +116,9 @@ class Sandbox:
         self._blocked = 0
         self._observers: list[HealthObserver] = []
         self._active = 0
-        #: Set when the last run in flight ends; made by the refill only when it has to wait for that.
-        self._quiet: anyio.Event | None = None
         self._quiet_since = time.monotonic()
+        #: The run in flight started right after the last one ended (see :meth:`_refill`).
+        self._streaming = False
         self._sessions: set[SandboxSession] = set()
         self._cpu_watch = CpuWatch()
         self._stack: contextlib.AsyncExitStack | None = None
@@ -244,56 +247,90 @@ class Sandbox:
         self._notify()
 
     async def _refill(self) -> None:
-        """Keep ``warm`` workers ready; fork replacements while no run is in flight.
+        """Keep ``warm`` workers ready: replace a taken worker at once when none is left, else once the
+        host is quiet.
 
         Forking and isolating a worker costs a few milliseconds of CPU; doing it while a run is in
-        flight would steal that CPU from the run. So replacements wait until no run has been in flight
-        for :data:`_REFILL_SETTLE` (whoever awaited the last run gets to use its result first: the
-        template's fork would otherwise preempt it), unless the supply is empty (then the next run
-        would have to wait for a fork anyway). Runs waiting for a worker go first, and the refill never
-        takes the workers over ``max_workers``; failed starts are retried after a growing pause.
+        flight would steal that CPU from the run. So while a worker is still at hand, replacements wait
+        until no run has been in flight for :data:`_REFILL_SETTLE` (whoever awaited the last run gets
+        to use its result first: the template's fork would otherwise preempt it). Once the supply is
+        empty, or while runs come back to back (each starts within :data:`_REFILL_SETTLE` of the last
+        one's end, so the host is never quiet that long), the next run would wait for a fork anyway:
+        replacements then start at once and in parallel (a run finds a worker forked during the run
+        before), and a run that has to wait takes a worker the refill is already starting rather than
+        forking one more. A worker started while the host is busy (or between runs that come back to
+        back) skips its warm-up run (see :mod:`codemode.sandbox.worker`): it gets ready sooner, and its
+        first run pays for the pages the warm-up would have copied. The refill never takes the workers
+        over ``max_workers``; failed starts are retried after a growing pause.
         """
         failures = 0
         while self._open:
-            while self._open and len(self._ready) + self._starting < self._warm and not self._waiting:
-                if self._ready:
-                    if self._active:
-                        if self._quiet is None:
-                            self._quiet = anyio.Event()
-                        await self._quiet.wait()
-                        continue
-                    settle = self._quiet_since + _REFILL_SETTLE - time.monotonic()
-                    if settle > 0:
-                        await anyio.sleep(settle)
-                        continue
-                if self._live() >= self._max_workers:
-                    await self._wait_change()
+            need = self._need
+            failure, self._refill_failure = self._refill_failure, None
+            if failure is not None:
+                if isinstance(failure, BreakerOpen):
+                    await self._supply.wait_changed()  # (the breaker's next attempt)
+                else:
+                    failures += 1
+                    await anyio.sleep(min(_RESPAWN_PAUSE * 2 ** (failures - 1), _RESPAWN_MAX_PAUSE))
+                continue
+            if self._refilled:
+                self._refilled, failures = False, 0
+            if len(self._ready) + self._starting >= self._warm:
+                await self._next_need(need)
+                continue
+            if self._ready and not self._back_to_back():
+                settle = self._quiet_since + _REFILL_SETTLE - time.monotonic()
+                if self._active or settle > 0:
+                    await self._next_need(need, None if self._active else settle)
                     continue
-                self._starting += 1
-                self._reserved += 1
-                failure: SandboxStartError | None = None
-                try:
-                    worker = await self._supply.spawn(self._layers)
-                except SandboxStartError as exc:
-                    failure = exc
-                finally:
-                    self._starting -= 1
-                    self._reserved -= 1
-                if failure is not None:
-                    self._notify()
-                    if isinstance(failure, BreakerOpen):
-                        await self._supply.wait_changed()  # (the breaker's next attempt)
-                    else:
-                        failures += 1
-                        await anyio.sleep(min(_RESPAWN_PAUSE * 2 ** (failures - 1), _RESPAWN_MAX_PAUSE))
-                    continue
-                failures = 0
+            if self._live() >= self._max_workers:
+                await self._wait_change()
+                continue
+            self._starting += 1
+            self._reserved += 1
+            assert self._task_group is not None
+            self._task_group.start_soon(self._refill_one,
+                                        not (self._active or self._waiting or self._back_to_back()))
+
+    def _back_to_back(self) -> bool:
+        """Runs are coming back to back: the one in flight (or the last, if it ended less than
+        :data:`_REFILL_SETTLE` ago) started right after the one before it ended."""
+        return self._streaming and (self._active > 0
+                                    or time.monotonic() - self._quiet_since < _REFILL_SETTLE)
+
+    async def _next_need(self, need: anyio.Event, within: float | None = None) -> None:
+        """Wait until ``need`` is set (a run started or ended, a worker was taken or died), at most
+        ``within`` seconds."""
+        with anyio.move_on_after(within):
+            await need.wait()
+        if self._need is need and need.is_set():
+            self._need = anyio.Event()
+
+    async def _refill_one(self, warm: bool) -> None:
+        """Start one worker for the warm supply (counted in ``_starting`` and ``_reserved`` already).
+
+        The worker joins the supply before it stops counting as starting, so a run that waits for it
+        never sees neither (and forks one more).
+        """
+        worker: WorkerHandle | None = None
+        try:
+            worker = await self._supply.spawn(self._layers, warm=warm)
+        except SandboxStartError as exc:
+            self._refill_failure = exc
+        finally:
+            if worker is not None and self._open:
+                self._refilled = True
                 self._ready.append(worker)
                 self._supplied.set()
                 self._supplied = anyio.Event()
-                self._notify()
-            await self._need.wait()
-            self._need = anyio.Event()
+            self._starting -= 1
+            self._reserved -= 1
+            self._need.set()
+            self._notify()
+        if worker is not None and not self._open:
+            await worker.kill()
+            worker.close_channel()
 
     def _retire(self, worker: WorkerHandle) -> bool:
         """Hand a worker that sent ``done`` to the reaper; False if the reaper cannot take it."""
@@ -374,10 +411,11 @@ class Sandbox:
                 await worker.kill()
                 worker.close_channel()
                 continue
-            if self._live() < self._max_workers:
+            # (a worker the refill is starting goes to a waiting run: only runs beyond those fork)
+            if (fresh or self._starting < self._waiting) and self._live() < self._max_workers:
                 self._reserved += 1
                 try:
-                    return await self._supply.spawn(self._layers)
+                    return await self._supply.spawn(self._layers, warm=False)
                 except SandboxStartError as exc:
                     raise WorkerUnavailable("worker-exit", f"no worker could be started: {exc.message}") \
                         from None
@@ -429,6 +467,8 @@ class Sandbox:
             return failed_result("aborted", "the run was cancelled before it started", started)
         run_limits = limits or self.limits
         self._active += 1
+        if self._active == 1:  # (runs coming back to back: the host was quiet only for a moment)
+            self._streaming = time.monotonic() - self._quiet_since < _REFILL_SETTLE
         try:
             if session is not None:
                 return await session.run(program, tool_names=names, call_tool=call_tool, limits=limits,
@@ -453,9 +493,14 @@ class Sandbox:
             self._active -= 1
             if not self._active:
                 self._quiet_since = time.monotonic()
-                quiet, self._quiet = self._quiet, None
-                if quiet is not None:
-                    quiet.set()
+                self._need.set()
+
+
+def _template_layers(chosen: frozenset[str]) -> frozenset[str]:
+    """What the template sets up: its own layers, and the shared network namespace only for workers
+    that will keep it (under seccomp)."""
+    layers = chosen & SHARED_LAYERS
+    return layers if "seccomp" in chosen else layers - {"netns"}
 
 
 def _required_layers(require: object, attempted: frozenset[str]) -> frozenset[str]:

@@ -83,6 +83,9 @@ class WorkerConfig:
     parent_pid: int
     template: _isolate.TemplateIsolation
     pid_pipe: int | None = None
+    #: Run the warm-up program before ``ready`` (the host asks for it only while it is idle: see
+    #: :func:`_warm_up`).
+    warm: bool = True
 
 
 def _encode(frame: dict[str, Any]) -> bytes:
@@ -127,6 +130,8 @@ class _Channel:
         self._buffer = bytearray(_RECV_CHUNK)
         self._view = memoryview(self._buffer)
         self._registered = False
+        #: Wait for a reply in ``select`` when the loop is otherwise idle (:meth:`wait_quietly`).
+        self.quiet_waits = True
 
     def send(self, frame: dict[str, Any]) -> None:
         self.send_bytes(_encode(frame))
@@ -165,6 +170,28 @@ class _Channel:
                     self.on_reply(frame)
             else:
                 self.frames.append(frame)
+
+    def wait_quietly(self, future: asyncio.Future[Any]) -> None:
+        """Wait for ``future``'s reply on the socket itself while the event loop has nothing else to do.
+
+        A program awaiting a tool call usually leaves its loop with nothing runnable: then blocking in
+        ``select`` on the channel, and decoding the reply at once, skips a loop iteration, a callback
+        and a task switch per call. It returns as soon as the future is resolved, something else
+        becomes runnable (a reply to another call wakes its task) or the loop's next timer is due, so
+        the program behaves exactly as if it had awaited the future on the loop.
+        """
+        loop = asyncio.get_running_loop()
+        ready: collections.deque[Any] = loop._ready  # type: ignore[attr-defined]
+        timers: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+        while not future.done() and not ready:
+            timeout = None
+            if timers:
+                timeout = timers[0].when() - loop.time()
+                if timeout <= 0:
+                    return
+            if not select.select([self.sock], [], [], timeout)[0]:
+                return
+            self._on_readable()
 
     def receive(self) -> dict[str, Any]:
         """The next frame that is not a reply (replies go to ``on_reply`` as they arrive).
@@ -263,6 +290,8 @@ class _Run:
         self.pending[call_id] = future
         self.channel.send_bytes(data)
         try:
+            if self.channel.quiet_waits:
+                self.channel.wait_quietly(future)
             return await future
         except asyncio.CancelledError:
             # The program stopped waiting (the await was cancelled, which also cancels the future)
@@ -363,10 +392,12 @@ async def _serve_runs(channel: _Channel, executor: ModuleType, *, host_grants: b
 
 
 async def _execute(run: _Run, executor: ModuleType, frame: dict[str, Any],
-                   globals_: dict[str, Any] | None) -> _Done:
+                   globals_: dict[str, Any] | None, *, warming: bool = False) -> _Done:
     try:
-        options = ({"module_scope": frame.get("persist") is True}
-                   if _accepts(executor, "compile_program", "module_scope") else {})
+        options: dict[str, Any] = ({"module_scope": frame.get("persist") is True}
+                                   if _accepts(executor, "compile_program", "module_scope") else {})
+        if warming and _accepts(executor, "compile_program", "cache"):
+            options["cache"] = False  # (the warm-up is there to run the compiler, not to hit its cache)
         compiled = executor.compile_program(str(frame["program"]), **options)
     except MemoryError:
         raise
@@ -411,6 +442,7 @@ class _NullChannel(_Channel):
         self.decoder = FrameDecoder(1 << 20)
         self.frames = collections.deque()
         self.on_reply = None
+        self.quiet_waits = False
 
     def send_bytes(self, data: bytes) -> None:
         self.decoder.feed(data)
@@ -449,18 +481,33 @@ _WARM_UP: Final = {"type": "run", "program": _WARM_UP_PROGRAM, "tool_names": [],
 
 
 async def _warm_up(executor: ModuleType) -> None:
-    """Run a trivial program through the whole path once before saying ``ready``.
+    """Run a small program through the whole path once.
 
-    A forked worker shares its heap copy-on-write with the template; the first run through the
-    compiler, the executor and the codec would otherwise pay for hundreds of page copies (reference
-    count updates write to every object they touch). Paying here keeps that off the run's critical
-    path. Nothing of the warm-up survives: it has its own globals and a channel that discards.
+    The template runs it once before it freezes its heap (:func:`warm_template`), so the caches and
+    lazily built state of the compiler, the executor and the codec are made before the first fork and
+    shared by every worker. A forked worker may run it again before saying ``ready``: its heap is
+    shared copy-on-write with the template, and the first run through those paths would otherwise
+    pay for hundreds of page copies (reference count updates write to every object they touch).
+    That costs a few milliseconds of CPU, so the host asks for it only for a worker it starts while
+    idle (:class:`WorkerConfig` ``warm``); a worker started under load gets ready sooner and its
+    first run pays for the pages instead. Nothing of the warm-up survives: it has its own globals and
+    a channel that discards.
     """
     frame = loads(dumps(_WARM_UP))
     run = _Run(_NullChannel(), frame)
-    done = await _execute(run, executor, frame, None)
+    done = await _execute(run, executor, frame, None, warming=True)
     run.channel.send_bytes(done.encode(0.0))
     resource.getrusage(resource.RUSAGE_SELF)
+
+
+def warm_template(executor: ModuleType) -> None:
+    """(Template) run the warm-up program once, on an event loop of its own that is closed after."""
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(_warm_up(executor))
+    finally:
+        loop.close()
+        asyncio.set_event_loop(None)
 
 
 def serve(channel_fd: int, config: WorkerConfig) -> NoReturn:
@@ -471,8 +518,10 @@ def serve(channel_fd: int, config: WorkerConfig) -> NoReturn:
         _host_pid = _read_host_pid(config.pid_pipe)
         _isolate.close_inherited_fds(channel_fd, config.template.devnull)
         os.environ.clear()
+        shared_netns = config.template.shared_netns
         layers = _isolate.apply_layers(config.layers, parent_pid=config.parent_pid,
-                                       template=config.template.layers, host_pid=_host_pid)
+                                       template=config.template.layers, host_pid=_host_pid,
+                                       shared_netns=shared_netns)
         sock = socket.socket(fileno=_isolate.CHANNEL_FD)
         sock.setblocking(False)
         loop = asyncio.new_event_loop()
@@ -481,8 +530,11 @@ def serve(channel_fd: int, config: WorkerConfig) -> NoReturn:
                 and _isolate.install_seccomp(_socket_fds(loop))):
             layers.append("seccomp")
             filtered = True
+        elif shared_netns and "netns" in layers and _isolate.keeps_shared_netns(config.layers):
+            os._exit(EXIT_REFUSED)  # (kept the template's namespace for seccomp, which did not go on)
         channel = _Channel(sock)
-        loop.run_until_complete(_warm_up(config.executor))
+        if config.warm:
+            loop.run_until_complete(_warm_up(config.executor))
         channel.send({"type": "ready", "layers": layers})
         grants = config.template.host_grants and "uid" in layers
         loop.run_until_complete(_serve_runs(channel, config.executor, host_grants=grants))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import uuid
 import warnings
 from typing import Any
 
@@ -12,14 +13,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codemode.sandbox.compiler import (
+    CACHE_ENTRIES,
+    CACHE_SOURCE_CHARS,
+    CACHE_TOTAL_CHARS,
     CompileDiagnostics,
     CompiledProgram,
     ProgramCompileError,
     ProgramPolicyError,
     ProgramSyntaxError,
     _compile_tree,
+    compile_cache_info,
     compile_program,
 )
+from codemode.sandbox.policy import ProgramPolicy
 
 
 def test_compiles_a_program_body() -> None:
@@ -188,3 +194,67 @@ def test_under_an_ignore_all_filter_the_compiler_does_not_touch_the_filters(
         monkeypatch.undo()
     assert calls == []
     compile_program(_WARNING_PROGRAM)  # (no ignore-all filter in front: it saves and restores)
+
+
+# --- the compile cache ------------------------------------------------------------------------------
+
+
+class _NoWhile(ProgramPolicy):
+    """A tighter policy: rejects ``while`` loops (a different policy must never be served a cached
+    program compiled under another)."""
+
+    def visit_While(self, node: ast.While) -> ast.AST:
+        self.diagnostics.append((node.lineno, "while loops are not allowed here"))
+        return node
+
+
+def test_a_cached_program_is_reused_for_the_same_source_and_policy() -> None:
+    """The second compile of the same text under the same policy is a hit: the very same object."""
+    source = f"n = 0\nwhile n < 3:\n    n += 1\nreturn n  # {uuid.uuid4().hex}"
+    hits, misses, _ = compile_cache_info()
+    first = compile_program(source, module_scope=False)
+    assert compile_cache_info()[:2] == (hits, misses + 1)
+    again = compile_program(source, module_scope=False)
+    assert again is first and compile_cache_info()[:2] == (hits + 1, misses + 1)
+
+
+def test_a_different_policy_scope_or_name_misses_the_cache() -> None:
+    """Everything the result depends on is in the key: the policy class, module scope and file name."""
+    source = f"n = 0\nwhile n < 3:\n    n += 1\nreturn n  # {uuid.uuid4().hex}"
+    plain = compile_program(source, module_scope=False)
+    with pytest.raises(ProgramPolicyError, match="while loops are not allowed here"):
+        compile_program(source, module_scope=False, policy=_NoWhile)
+    with pytest.raises(ProgramPolicyError):  # (a rejection is not cached: it is rejected again)
+        compile_program(source, module_scope=False, policy=_NoWhile)
+    scoped = compile_program(source, module_scope=True)
+    assert scoped is not plain and scoped.code != plain.code
+    assert compile_program(source, module_scope=False, filename="<other>").filename == "<other>"
+    assert compile_program(source, module_scope=False) is plain
+
+
+def test_cache_false_and_long_programs_compile_every_time() -> None:
+    """``cache=False`` and programs over CACHE_SOURCE_CHARS never return a kept object."""
+    source = f"return 1  # {uuid.uuid4().hex}"
+    kept = compile_program(source)
+    assert compile_program(source, cache=False) is not kept
+    long = "x = 1\n" * (CACHE_SOURCE_CHARS // 6 + 1) + "return x"
+    assert compile_program(long) is not compile_program(long)
+
+
+def test_the_cache_is_bounded() -> None:
+    """It never holds more than CACHE_ENTRIES programs; the least recently used goes first."""
+    first = compile_program(f"return 0  # {uuid.uuid4().hex}")
+    for index in range(CACHE_ENTRIES):
+        compile_program(f"return {index}  # {uuid.uuid4().hex}")
+    assert compile_cache_info()[2] == CACHE_ENTRIES
+    assert compile_program(first.source_lines[0]) is not first
+
+
+def test_the_cache_is_bounded_in_source_text() -> None:
+    """Large programs evict older ones once the kept text would pass CACHE_TOTAL_CHARS."""
+    size = CACHE_SOURCE_CHARS - 64
+    count = CACHE_TOTAL_CHARS // size + 2
+    programs = [f"x = '{'a' * (size - 42)}'\nreturn x  # {uuid.uuid4().hex}" for _ in range(count)]
+    kept = [compile_program(program) for program in programs]
+    assert compile_cache_info()[2] <= CACHE_TOTAL_CHARS // size
+    assert compile_program(programs[-1]) is kept[-1] and compile_program(programs[0]) is not kept[0]

@@ -539,3 +539,22 @@ def _namespace_inits(template: int) -> list[int]:
             if line.startswith("NSpid:") and line.split()[-1] == "1":
                 found.append(int(child))
     return found
+
+
+async def test_only_workers_under_seccomp_share_the_templates_network_namespace() -> None:
+    """Under seccomp a worker keeps the template's namespace (no interface, and it can make no socket);
+    without seccomp each worker unshares one of its own. Neither is ever the host's."""
+    host = os.readlink("/proc/self/ns/net")
+    async with Sandbox(warm=2) as filtered, Sandbox(warm=2, layers=OPTIONAL_LAYERS - {"seccomp"}) as bare_:
+        with anyio.fail_after(20):
+            await filtered.wait_warm()
+            await bare_.wait_warm()
+        namespaces = {}
+        for name, sandbox in (("filtered", filtered), ("bare", bare_)):
+            assert sandbox.template_pid is not None and len(sandbox.live_worker_pids) == 2
+            namespaces[name] = (os.readlink(f"/proc/{sandbox.template_pid}/ns/net"),
+                                {os.readlink(f"/proc/{pid}/ns/net") for pid in sandbox.live_worker_pids})
+    template, workers = namespaces["filtered"]
+    assert workers == {template} and template != host
+    template, workers = namespaces["bare"]
+    assert len(workers) == 2 and template not in workers and host not in workers
