@@ -58,6 +58,7 @@ import keyword
 import string
 import textwrap
 import types
+import typing
 import unicodedata
 import weakref
 from asyncio import futures, tasks
@@ -66,6 +67,8 @@ from typing import Any, Final, NoReturn
 
 from RestrictedPython.Guards import safe_builtins
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES
+
+from ._formatting import make_formats
 
 __all__ = (
     "GUARDED_ATTRIBUTES",
@@ -85,10 +88,13 @@ __all__ = (
     "guarded_hasattr",
     "guarded_setattr",
     "guarded_super_init",
+    "is_private_name",
     "is_program_class",
     "is_program_function",
+    "private_access_ok",
     "register_program_class",
     "write_guard",
+    "write_private_guard",
 )
 
 #: Key set to ``True`` in every program globals dict; marks functions a program defined.
@@ -235,6 +241,53 @@ def _is_namedtuple(obj: object) -> bool:
     return issubclass(cls, tuple) and type(getattr(cls, "_fields", None)) is tuple
 
 
+# -- private names of the program's own objects ------------------------------------------------------
+
+#: Host classes a program class may derive from and keep its ``_private`` attributes readable: they
+#: define no ``_``-attributes of their own that are not dunders (``builtins`` types are checked by module).
+_PLAIN_BASES: Final[frozenset[type]] = frozenset({typing.Generic, typing.Protocol, abc.ABC})
+_plain_classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+_WHY_PRIVATE: Final = ('names starting with "_" are private (a program may use "_name" attributes on objects '
+                       "of classes it defined)")
+
+
+#: ``_x`` names that are not the program's: RestrictedPython's print collector and the namedtuple API.
+_NOT_PRIVATE: Final = frozenset({"_print", "_source"}) | NAMEDTUPLE_NAMES
+
+
+def is_private_name(name: str) -> bool:
+    """Whether ``name`` is a program's private name: ``_x`` (not ``__x``, not ``_x_``, not the hooks').
+
+    Names starting with two underscores (dunders, mangled names) and names ending with ``_`` (the
+    sandbox's hooks ``_getattr_``, ``_write_`` ..., enum's ``_value_``) stay reserved.
+    """
+    return (len(name) > 1 and name[0] == "_" and name[1] != "_" and name[-1] != "_"
+            and name not in _NOT_PRIVATE and not name.startswith("_abc_"))
+
+
+def _is_plain_program_class(cls: type) -> bool:
+    """A program class whose every base is a program class, a ``builtins`` type or a plain ABC base."""
+    known = _plain_classes.get(cls)
+    if known is None:
+        known = cls in _PROGRAM_CLASSES and all(
+            klass in _PROGRAM_CLASSES or klass.__module__ == "builtins" or klass in _PLAIN_BASES
+            for klass in cls.__mro__)
+        _plain_classes[cls] = known
+    return known
+
+
+def private_access_ok(obj: object) -> bool:
+    """Whether a program may read and write ``_x`` names of ``obj``: its own plain objects and classes.
+
+    Every class in the MRO is the program's or a ``builtins`` type, so whatever a ``_x`` name
+    resolves to was put there by the program (no host class's private state, no host ``__init__``
+    that stored a loop or a module under a private name).
+    """
+    cls = obj if isinstance(obj, type) else type(obj)
+    return _is_plain_program_class(cls)
+
+
 def _check_read(obj: object, name: object) -> int:
     """Refuse a read by name (before any lookup); say how the read must be finished."""
     if type(name) is not str:
@@ -250,7 +303,9 @@ def _check_read(obj: object, name: object) -> int:
             return _PLAIN
         if name in NAMEDTUPLE_NAMES and _is_namedtuple(obj):
             return _COPY_DICT if name == "_field_defaults" else _PLAIN
-        _refuse(name, 'names starting with "_" are private')
+        if is_private_name(name) and private_access_ok(obj):
+            return _PLAIN
+        _refuse(name, _WHY_PRIVATE)
     if name in INSPECT_ATTRIBUTES:
         _refuse(name, _WHY_INTERNAL)
     if name.startswith(GUARDED_PREFIXES):
@@ -260,11 +315,11 @@ def _check_read(obj: object, name: object) -> int:
     return _PLAIN
 
 
-def _check_write(name: object) -> str:
+def _check_write(obj: object, name: object) -> str:
     if type(name) is not str:
         raise TypeError("attribute name must be a str")
-    if name.startswith("_"):
-        _refuse(name, 'names starting with "_" are private')
+    if name.startswith("_") and not (is_private_name(name) and private_access_ok(obj)):
+        _refuse(name, _WHY_PRIVATE)
     if name in INSPECT_ATTRIBUTES or name.startswith(GUARDED_PREFIXES):
         _refuse(name, _WHY_INTERNAL)
     return name
@@ -288,12 +343,36 @@ def guarded_getattr(obj: object, name: str, default: Any = _MISSING) -> Any:
         return default
     if finish == _COPY_DICT:
         return dict(value) if isinstance(value, dict) else value
+    if name in _FORMAT_NAMES:
+        safe = _safe_format(value)
+        if safe is not None:
+            return safe
     why = forbidden_reason(value)
     if why is None:
         return value
     if default is not _MISSING:
         return default
     _refuse(name, why)
+
+
+_STR_FORMAT: Final = str.__dict__["format"]
+_STR_FORMAT_MAP: Final = str.__dict__["format_map"]
+_SAFE_STR_FORMAT, _SAFE_STR_FORMAT_MAP, _bound_format = make_formats(guarded_getattr)
+
+
+def _safe_format(value: object) -> object | None:
+    """The guarded stand-in for ``str.format``/``format_map`` (unbound or bound), else ``None``."""
+    if value is _STR_FORMAT:
+        return _SAFE_STR_FORMAT
+    if value is _STR_FORMAT_MAP:
+        return _SAFE_STR_FORMAT_MAP
+    if type(value) is types.BuiltinMethodType:
+        owner: Any = getattr(value, "__self__", None)
+        if isinstance(owner, str):
+            for descriptor, use_map in ((_STR_FORMAT, False), (_STR_FORMAT_MAP, True)):
+                if descriptor.__get__(owner) == value:
+                    return _bound_format(owner, use_map)
+    return None
 
 
 def guarded_super_init(proxy: object) -> Any:
@@ -321,12 +400,12 @@ def guarded_hasattr(obj: object, name: str) -> bool:
 
 def guarded_setattr(obj: object, name: str, value: object) -> None:
     """``setattr`` for programs: a public name, on an object the program may write (:func:`write_guard`)."""
-    setattr(write_guard(obj), _check_write(name), value)
+    setattr(write_guard(obj), _check_write(obj, name), value)
 
 
 def guarded_delattr(obj: object, name: str) -> None:
     """``delattr`` for programs, with the checks of :func:`guarded_setattr`."""
-    delattr(write_guard(obj), _check_write(name))
+    delattr(write_guard(obj), _check_write(obj, name))
 
 
 # -- names a program hands to helpers that build classes -------------------------------------------
@@ -414,6 +493,15 @@ def register_program_class(cls: type) -> None:
 def is_program_function(fn: object) -> bool:
     """Whether ``fn`` is a plain function defined by a program (its globals carry the marker)."""
     return isinstance(fn, types.FunctionType) and fn.__globals__.get(PROGRAM_MARKER) is True
+
+
+def write_private_guard(obj: Any) -> Any:
+    """The store hook of ``obj._x = v``: ``obj`` when its private names are the program's, else a view
+    that refuses the write (see :func:`private_access_ok`)."""
+    if private_access_ok(obj):
+        return obj
+    return _ReadOnly(f"the private attributes of {_describe(obj)} (a program may set \"_name\" attributes "
+                     "only on objects of classes it defined)")
 
 
 def write_guard(obj: Any) -> Any:

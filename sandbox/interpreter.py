@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ._proxy import ToolCallError, ToolsProxy
+from .boundary import json_ready
 from .compiler import (
     CompileDiagnostics,
     CompiledProgram,
@@ -43,9 +44,17 @@ from .guards import (
     guarded_getattr,
     guarded_super_init,
     write_guard,
+    write_private_guard,
 )
 from .lossless import LosslessJsonError, escape_lone_surrogates, lone_surrogate, snapshot
-from .policy import ENTRY_NAME, NO_VALUE_NAME, SUPER_INIT_NAME, TYPE_NAME, WRITABLE_TYPES_NAME
+from .policy import (
+    ENTRY_NAME,
+    NO_VALUE_NAME,
+    SUPER_INIT_NAME,
+    TYPE_NAME,
+    WRITABLE_TYPES_NAME,
+    WRITE_PRIVATE_NAME,
+)
 
 __all__ = (
     "DEFAULT_LOG_CAP_BYTES",
@@ -211,6 +220,7 @@ def _install(namespace: dict[str, Any], printer: _Printer, tools: ToolsProxy) ->
         "_write_": write_guard,
         TYPE_NAME: type,
         SUPER_INIT_NAME: guarded_super_init,
+        WRITE_PRIVATE_NAME: write_private_guard,
         WRITABLE_TYPES_NAME: WRITABLE_TYPES,
         "_print_": _PrintFactory(printer),
         NO_VALUE_NAME: _NO_VALUE,
@@ -224,7 +234,7 @@ def _result(value: object) -> ProgramOutcome:
     if value is _NO_VALUE:
         return ProgramOutcome(value=None, has_value=False)
     try:
-        clean = snapshot(value, root="result")
+        clean = snapshot(json_ready(value, "result"), root="result")
     except LosslessJsonError as exc:
         return ProgramOutcome(None, False, "invalid-output",
                               f"the program's result is not lossless JSON: {exc}")

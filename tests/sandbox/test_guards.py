@@ -12,6 +12,8 @@ import re
 import string
 import types
 import typing
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -53,9 +55,6 @@ def program_class() -> type:
     (len, "__self__"),
     (_gen(), "gi_frame"),
     (_gen(), "gi_code"),
-    ("{0}", "format"),
-    ("{0}", "format_map"),
-    (str, "format"),
     (string.Formatter(), "get_field"),
     (string.Formatter, "vformat"),
     (AttributeError("x"), "obj"),
@@ -277,17 +276,10 @@ def _program_error(**body: object) -> type:
 
 
 def _refused_routes() -> list[tuple[str, object, str]]:
-    s_class = _program_str()
     e_class = _program_error()
     error = e_class("x", name="n", obj=object())
     formatter = type("F", (string.Formatter,), {})
     return [
-        ("str-subclass", s_class("{}"), "format"),
-        ("super-of-instance", super(s_class, s_class("{}")), "format"),
-        ("super-of-class", super(s_class, s_class), "format"),
-        ("unbound", str, "format_map"),
-        ("alias-forwarding", typing.Annotated[str, 0], "format"),
-        ("str-enum-member", enum.StrEnum("E", "A").A, "format"),
         ("formatter-subclass", formatter(), "vformat"),
         ("formatter-super", super(formatter, formatter()), "get_field"),
         ("coroutine-class", types.CoroutineType, "send"),
@@ -304,6 +296,41 @@ def _refused_routes() -> list[tuple[str, object, str]]:
         ("generator-descriptor", types.GeneratorType, "gi_running"),
         ("code-descriptor", types.CodeType, "co_consts"),
     ]
+
+
+def _format_routes() -> list[tuple[str, Callable[[str], object], str, bool]]:
+    """(route, make the receiver from a format text, method name, text passed as first argument)."""
+    s_class = _program_str()
+    return [
+        ("literal", str, "format", False),
+        ("literal-map", str, "format_map", False),
+        ("str-subclass", s_class, "format", False),
+        ("super-of-instance", lambda text: super(s_class, s_class(text)), "format", False),
+        ("super-of-class", lambda text: super(s_class, s_class), "format", True),
+        ("unbound", lambda text: str, "format", True),
+        ("unbound-map", lambda text: str, "format_map", True),
+        ("alias-forwarding", lambda text: typing.Annotated[str, 0], "format", True),
+        ("str-enum-member", lambda text: enum.StrEnum("E", {"A": text}).A, "format", False),
+    ]
+
+
+@pytest.mark.parametrize(("route", "make", "name", "leading"), _format_routes(),
+                         ids=lambda value: str(value)[:24])
+def test_format_is_the_guarded_formatter_however_it_is_reached(
+        route: str, make: Callable[[str], object], name: str, leading: bool) -> None:
+    """Every route to str.format/format_map gives the guarded formatter: CPython's output for public
+    fields, the attribute guard's refusal for private ones."""
+    field = "p" if name == "format_map" else "0"
+    argument: Any = {"p": 7} if name == "format_map" else 7
+    for text, refused in ((f"{{{field}.real}}|{{{field}:>3}}", False), (f"{{{field}.__class__}}", True)):
+        method = guarded_getattr(make(text), name)
+        assert "format" in repr(method)
+        args = (text, argument) if leading else (argument,)
+        if refused:
+            with pytest.raises(AttributeError, match="not available in the sandbox"):
+                method(*args)
+        else:
+            assert method(*args) == "7|  7"
 
 
 @pytest.mark.parametrize(("route", "obj", "name"), _refused_routes(), ids=lambda value: str(value)[:24])

@@ -1,0 +1,191 @@
+"""Values a program hands out (its result, tool arguments) follow ``json.dumps``, or fail with a fix.
+
+A program's result and the arguments of its tool calls leave the program as lossless JSON
+(:mod:`codemode.sandbox.lossless`). A model writes Python, not JSON, so before the lossless check a
+value is converted exactly as ``json.dumps`` would write it (so ``json.loads(json.dumps(v))`` and the
+value that arrives are equal):
+
+* a tuple (a namedtuple included) becomes a list, and a ``list``/``dict`` subclass the plain container;
+* ``int``/``float``/``str`` subclasses (``IntEnum`` and ``StrEnum`` members) become the plain value;
+* a dict key that is ``int``, ``float``, ``bool`` or ``None`` becomes the text ``json.dumps`` writes for
+  it (``1`` -> ``"1"``, ``True`` -> ``"true"``, ``None`` -> ``"null"``); two keys that would become the
+  same text are an error, not a silent overwrite.
+
+Anything else ``json.dumps`` refuses is refused here too, with the path of the value and the usual fix
+(``sorted(...)`` for a set, ``.isoformat()`` for a date, ``.decode()`` for bytes ...). NaN, infinities,
+``-0.0`` and lone surrogates stay refused by the lossless check (they would not come back equal).
+
+The walk is iterative (a deeply nested value cannot exhaust the stack) and a value that is already
+plain JSON (the common case) is returned as it is, without a copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import decimal
+import enum
+import fractions
+from collections.abc import Iterator
+from typing import Any
+
+from .lossless import LosslessJsonError, escape_lone_surrogates, is_plain
+
+__all__ = ("json_ready",)
+
+def _hint(value: object) -> str:
+    """What a value ``json.dumps`` refuses is, and how to turn it into one it accepts."""
+    kind = type(value).__name__
+    if isinstance(value, (set, frozenset)):
+        return f"{kind} is not a JSON value; use sorted(...) or list(...)"
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return f"{kind} is not a JSON value; use .isoformat()"
+    if isinstance(value, datetime.timedelta):
+        return f"{kind} is not a JSON value; use .total_seconds()"
+    if isinstance(value, (bytes, bytearray)):
+        return f"{kind} is not a JSON value; use .decode() for text or base64.b64encode(...).decode()"
+    if isinstance(value, (decimal.Decimal, fractions.Fraction)):
+        return f"{kind} is not a JSON value; use str(...) or float(...)"
+    if isinstance(value, complex):
+        return f"{kind} is not a JSON value; use [z.real, z.imag]"
+    if isinstance(value, enum.Enum):
+        return f"{kind} is not a JSON value; use .value or .name"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return f"{kind} is not a JSON value; use dataclasses.asdict(...)"
+    return (f"{kind} is not a JSON value; convert it to a dict, list, str, int, float, bool or None "
+            "(for example a dict of its fields)")
+
+
+def _key_text(key: object) -> str | None:
+    """The text ``json.dumps`` writes for a dict key, or ``None`` when it refuses the key."""
+    if isinstance(key, str):
+        return str.__str__(key)
+    if key is True:
+        return "true"
+    if key is False:
+        return "false"
+    if key is None:
+        return "null"
+    if isinstance(key, int):
+        return int.__repr__(key)
+    if isinstance(key, float):
+        if key != key:
+            return "NaN"
+        if key in (float("inf"), float("-inf")):
+            return "Infinity" if key > 0 else "-Infinity"
+        return float.__repr__(key)
+    return None
+
+
+def _step(path: str, key: object, in_dict: bool) -> str:
+    if not in_dict:
+        return f"{path}[{key}]"
+    text = str(key)
+    if text.isidentifier():
+        return f"{path}.{text}"
+    return f"{path}[{escape_lone_surrogates(repr(text))}]"
+
+
+class _Open:
+    """One container of the walk: what was built so far and the children still to visit."""
+
+    __slots__ = ("built", "children", "ident", "in_dict", "path")
+
+    def __init__(self, source: object, path: str, built: dict[str, Any] | list[Any],
+                 children: Iterator[tuple[Any, Any]], in_dict: bool) -> None:
+        self.ident = id(source)
+        self.path = path
+        self.built: Any = built
+        self.children = children
+        self.in_dict = in_dict
+
+
+def _scalar(value: object) -> tuple[bool, object]:
+    """``(True, plain)`` for a scalar (subclasses made plain), ``(False, value)`` for anything else."""
+    if value is None or value is True or value is False:
+        return True, value
+    kind = type(value)
+    if kind is str or kind is int or kind is float:
+        return True, value
+    if isinstance(value, str):
+        return True, str.__str__(value)
+    if isinstance(value, int):
+        return True, int(value)
+    if isinstance(value, float):
+        return True, float(value)
+    return False, value
+
+
+def json_ready(value: object, root: str = "value") -> Any:
+    """``value`` as ``json.dumps`` would write it (tuples as lists, keys as text), or a LosslessJsonError.
+
+    The error names the path of the offending value and says how to fix it. The result still has to
+    pass the lossless check (:func:`codemode.sandbox.lossless.snapshot`), which refuses NaN,
+    infinities, ``-0.0`` and lone surrogates.
+    """
+    if is_plain(value):
+        return value
+    done, plain = _scalar(value)
+    if done:
+        return plain
+    stack: list[_Open] = []
+    active: set[int] = set()
+    result: Any = None
+
+    def open_container(container: object, path: str) -> None:
+        if id(container) in active:
+            raise LosslessJsonError(path, "cycle: a container contains itself")
+        if isinstance(container, dict):
+            frame = _Open(container, path, {}, iter(list(dict.items(container))), True)
+        elif isinstance(container, (list, tuple)):
+            frame = _Open(container, path, [], enumerate(list(container)), False)
+        else:
+            raise LosslessJsonError(path, _hint(container))
+        active.add(frame.ident)
+        stack.append(frame)
+
+    open_container(value, root)
+    while stack:
+        frame = stack[-1]
+        descended = False
+        for key, child in frame.children:
+            if frame.in_dict:
+                text = _key_text(key)
+                if text is None:
+                    raise LosslessJsonError(frame.path, f"dict key {key!r} ({type(key).__name__}) cannot "
+                                                        "be a JSON object key; use str(key) or a str, int, "
+                                                        "float, bool or None key")
+                if text in frame.built:
+                    raise LosslessJsonError(frame.path, f"two dict keys become the JSON key {text!r} (one of "
+                                                        f"them is {key!r}); keep one of them")
+                slot: Any = text
+            else:
+                slot = key
+            done, plain = _scalar(child)
+            if done:
+                _put(frame, slot, plain)
+                continue
+            _put(frame, slot, None)
+            open_container(child, _step(frame.path, slot, frame.in_dict))
+            descended = True
+            break
+        if descended:
+            continue
+        stack.pop()
+        active.discard(frame.ident)
+        if not stack:
+            result = frame.built
+            break
+        parent = stack[-1]
+        if parent.in_dict:
+            parent.built[next(reversed(parent.built))] = frame.built
+        else:
+            parent.built[-1] = frame.built
+    return result
+
+
+def _put(frame: _Open, slot: Any, item: object) -> None:
+    if frame.in_dict:
+        frame.built[slot] = item
+    else:
+        frame.built.append(item)
