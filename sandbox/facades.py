@@ -56,6 +56,7 @@ import fractions
 import functools
 import hashlib
 import heapq
+import importlib
 import itertools
 import json
 import math
@@ -563,7 +564,7 @@ _HASHLIB: Final = (
 
 def _build_facades() -> dict[str, ModuleFacade]:
     decimal_members = _pick(decimal, [n for n in _DECIMAL if n != "BasicContext"])
-    members: dict[str, dict[str, object]] = {
+    members: dict[str, Any] = {
         "asyncio": {"CancelledError": asyncio.CancelledError, "TimeoutError": TimeoutError,
                     **_present("asyncio", as_completed=_as_completed, gather=_gather, sleep=_sleep,
                                wait_for=_wait_for)},
@@ -611,7 +612,15 @@ def _build_facades() -> dict[str, ModuleFacade]:
         "uuid": _pick(uuid, ("NAMESPACE_DNS", "NAMESPACE_OID", "NAMESPACE_URL", "NAMESPACE_X500", "UUID",
                              "uuid3", "uuid4", "uuid5")),
     }
-    return {name: ModuleFacade(name, table) for name, table in members.items()}
+    from ._stdlib_facades import extra_members
+
+    for name, table in extra_members().items():
+        if isinstance(table, dict) and name in members:
+            members[name] = {**members[name], **table}
+        else:
+            members[name] = table
+    return {name: table if isinstance(table, ModuleFacade) else ModuleFacade(name, table)
+            for name, table in members.items()}
 
 
 #: One facade per allowed module name (built once per process; they are immutable).
@@ -620,11 +629,21 @@ FACADES: Final[Mapping[str, ModuleFacade]] = types.MappingProxyType(_build_facad
 ALLOWED_MODULES: Final[tuple[str, ...]] = tuple(sorted(FACADES))
 
 
+#: Modules the stdlib's C code imports for itself while a program runs (see :func:`guarded_import`).
+_INTERNAL_IMPORTS: Final = frozenset({"time", "_strptime"})
+
+
 def guarded_import(name: object, globals: object = None, locals: object = None,
                    fromlist: object = (), level: object = 0) -> ModuleFacade:
     """``__import__`` for programs: a facade for an allowed name, ImportError naming the list otherwise."""
     if level != 0:
         raise ImportError("relative imports are not available in the sandbox")
+    if type(name) is str and type(fromlist) is list and name in _INTERNAL_IMPORTS:
+        # (C code of the stdlib importing what it needs: datetime imports time, strptime _strptime.
+        # Programs' own imports pass None or a tuple as fromlist; the module goes to that C code only.)
+        return importlib.import_module(name)  # type: ignore[return-value]
+    if type(name) is str and "." in name and not fromlist and name in FACADES:
+        name = name.partition(".")[0]  # (import os.path binds os)
     facade = FACADES.get(name) if type(name) is str else None
     if facade is None:
         raise ImportError(f"module {name!r} is not available in the sandbox; "

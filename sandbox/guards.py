@@ -50,6 +50,7 @@ Why each guard exists:
 from __future__ import annotations
 
 import abc
+import array
 import asyncio
 import builtins
 import collections
@@ -84,10 +85,12 @@ __all__ = (
     "check_namespace_name",
     "forbidden_reason",
     "guarded_delattr",
+    "guarded_dir",
     "guarded_getattr",
     "guarded_hasattr",
     "guarded_setattr",
     "guarded_super_init",
+    "guarded_vars",
     "is_private_name",
     "is_program_class",
     "is_program_function",
@@ -448,7 +451,7 @@ def check_code_name(name: object, where: str) -> str:
 # -- writes ----------------------------------------------------------------------------------------
 
 _WRITABLE_BASES: Final = (dict, list, set, bytearray, collections.deque, decimal.Context,
-                          textwrap.TextWrapper)
+                          textwrap.TextWrapper, array.array, types.SimpleNamespace)
 #: Exact types whose instances a program may always write: the builtin containers, every program
 #: class, and every other type :func:`write_guard` has found writable. The policy inlines the
 #: membership test (``type(x) in WRITABLE_TYPES``) for stores into a plain name, which is exactly the
@@ -600,6 +603,49 @@ _EXTRA_BUILTINS: Final = (
 _REMOVED_BUILTINS: Final = ("_getattr_", "setattr", "delattr")
 
 
+def guarded_vars(*args: object) -> dict[str, Any]:
+    """``vars(obj)`` for programs: the ``__dict__`` of its own objects, a copy of its own classes'.
+
+    An instance of a class the program defined (every base the program's or a builtin type) or a
+    ``SimpleNamespace`` gives its real ``__dict__``, as in CPython; a program class gives a copy of its
+    namespace without dunders. Anything else is refused: a host object's ``__dict__`` is host state.
+    """
+    if len(args) != 1:
+        raise TypeError("vars() takes exactly one argument in the sandbox: vars(obj) of an object the "
+                        "program created (use dir(obj) for the names of other objects)")
+    obj = args[0]
+    if isinstance(obj, type):
+        if private_access_ok(obj):
+            return {name: value for name, value in obj.__dict__.items() if not name.startswith("__")}
+    elif private_access_ok(obj) or type(obj) is types.SimpleNamespace:
+        try:
+            namespace: dict[str, Any] = object.__getattribute__(obj, "__dict__")
+        except AttributeError:
+            raise TypeError("vars() argument must have __dict__ attribute") from None
+        return namespace
+    raise TypeError(f"vars() is available for objects of classes the program defined, not "
+                    f"{_describe(obj)}; use dir(obj) for the names you can read")
+
+
+def guarded_dir(*args: object) -> list[str]:
+    """``dir(obj)`` for programs: the sorted names of ``obj`` a program can read (no dunders).
+
+    A module facade lists its members; other objects list their public names, and ``_x`` names on
+    the program's own objects.
+    """
+    if len(args) != 1:
+        raise TypeError("dir() takes exactly one argument in the sandbox: dir(obj)")
+    obj = args[0]
+    from .facades import ModuleFacade
+
+    if isinstance(obj, ModuleFacade):
+        members: Any = object.__getattribute__(obj, "_facade_members")
+        return sorted(members)
+    own = private_access_ok(obj)
+    return [name for name in dir(obj)
+            if not name.startswith("_") or (own and is_private_name(name))]
+
+
 def build_safe_builtins(import_: Callable[..., Any]) -> dict[str, Any]:
     """The ``__builtins__`` of a program: RestrictedPython's safe set, the guarded extras, ``import_``."""
     table = {name: value for name, value in safe_builtins.items() if name not in _REMOVED_BUILTINS}
@@ -610,6 +656,8 @@ def build_safe_builtins(import_: Callable[..., Any]) -> dict[str, Any]:
         "hasattr": guarded_hasattr,
         "setattr": guarded_setattr,
         "delattr": guarded_delattr,
+        "dir": guarded_dir,
+        "vars": guarded_vars,
         "type": SafeType,
         "__import__": import_,
     })

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ._proxy import ToolCallError, ToolsProxy
+from ._stdlib_facades import CURRENT_PRINT
 from .boundary import json_ready
 from .compiler import (
     CompileDiagnostics,
@@ -258,6 +259,7 @@ async def run_program(compiled: CompiledProgram, *, tool_names: Sequence[str],
     _install(namespace, printer, ToolsProxy(tool_names, call_tool))
     registry = TaskRegistry()
     scope = ProgramScope(registry)
+    print_token = CURRENT_PRINT.set(printer._call_print)
     try:
         try:
             exec(compiled.code, namespace)
@@ -283,5 +285,6 @@ async def run_program(compiled: CompiledProgram, *, tool_names: Sequence[str],
         except MemoryError:
             return ProgramOutcome(None, False, "memory-limit", "MemoryError: while checking the result")
     finally:
+        CURRENT_PRINT.reset(print_token)
         scope.close()
         printer.flush()
