@@ -146,6 +146,19 @@ _COPY_DICT: Final = 2
 _PROGRAM_CLASSES: weakref.WeakSet[type] = weakref.WeakSet()
 
 
+def _async_generator_awaitables() -> tuple[type, ...]:
+    """The types of ``agen.asend(v)`` and ``agen.athrow(e)`` (their ``send``/``throw`` drive it by hand)."""
+    async def probe() -> Any:
+        yield None
+
+    generator = probe()
+    sending, throwing = generator.asend(None), generator.athrow(GeneratorExit)
+    kinds = (type(sending), type(throwing))
+    sending.close()
+    throwing.close()
+    return kinds
+
+
 def _forbidden_functions() -> tuple[tuple[object, str], ...]:
     """Every host function (or descriptor) a program may never hold, with the reason.
 
@@ -163,6 +176,8 @@ def _forbidden_functions() -> tuple[tuple[object, str], ...]:
     forbid(str, _FORMAT_NAMES, _WHY_FORMAT)
     forbid(string.Formatter, _FORMATTER_NAMES, _WHY_FORMATTER)
     forbid(types.CoroutineType, _COROUTINE_NAMES, _WHY_COROUTINE)
+    for owner in _async_generator_awaitables():  # (ag.asend(v).send(None) drives an async generator by hand)
+        forbid(owner, _COROUTINE_NAMES, _WHY_COROUTINE)
     # (asyncio.futures._PyFuture and asyncio.tasks._PyTask are the pure-Python twins of the C types)
     for owner in (asyncio.Future, asyncio.Task, futures._PyFuture, tasks._PyTask):  # type: ignore[attr-defined]
         forbid(owner, _ASYNCIO_NAMES, _WHY_ASYNCIO)
