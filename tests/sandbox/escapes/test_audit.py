@@ -447,7 +447,8 @@ _BY_ROW: dict[str, Attack] = {attack.id: attack for attack in ATTACKS}
 #: (first run, second run): the first poisons what the row is about; the second returns True if it sees it.
 PERSIST: dict[str, tuple[str, str]] = {
     "csv-registry": ("import csv\ncsv.register_dialect('poisoned', delimiter=';')",
-                     "import csv\nreturn hasattr(csv, 'list_dialects') and 'poisoned' in csv.list_dialects()"),
+                     "import csv\nreturn hasattr(csv, 'list_dialects') and "
+                     "'poisoned' in csv.list_dialects()"),
     "collections-namedtuple-api": (
         "import decimal\ndecimal.Decimal(1).as_tuple()._field_defaults['sign'] = 1",
         "import decimal\nreturn 'sign' in decimal.Decimal(2).as_tuple()._field_defaults"),
