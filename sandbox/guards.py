@@ -109,8 +109,10 @@ _FORMATTER_NAMES: Final = frozenset({"format", "get_field", "get_value", "vforma
 _COROUTINE_NAMES: Final = frozenset({"send", "throw"})
 _ASYNCIO_NAMES: Final = frozenset({"get_loop", "get_stack", "print_stack", "get_coro", "get_context"})
 
-#: ``_``-names a program may read on any object: they are plain strings (``type(err).__name__``).
-READABLE_NAMES: Final = frozenset({"__name__", "__qualname__"})
+#: ``_``-names a program may read on any object: plain strings (``type(err).__name__``, ``f.__doc__``)
+#: and an exception's cause and context (exceptions; their ``__traceback__`` stays refused).
+READABLE_NAMES: Final = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__cause__",
+                                   "__context__"})
 #: The namedtuple API, ``_``-prefixed so as not to clash with field names: readable on namedtuple
 #: classes and instances only (checked at run time, so their loads go through ``_getattr_``).
 NAMEDTUPLE_NAMES: Final = frozenset({"_asdict", "_replace", "_make", "_fields", "_field_defaults"})
@@ -612,8 +614,8 @@ _EXTRA_BUILTINS: Final = (
     "all", "any", "ascii", "bin", "bytearray", "bytes", "classmethod", "dict", "enumerate", "filter",
     "format", "frozenset", "iter", "list", "map", "max", "min", "next", "object", "property", "reversed",
     "set", "sorted", "staticmethod", "sum", "super", "tuple", "zip", "NotImplemented",
-    "ConnectionError", "FileExistsError", "FileNotFoundError", "ModuleNotFoundError", "PermissionError",
-    "RecursionError", "StopAsyncIteration", "TimeoutError",
+    "BaseExceptionGroup", "ExceptionGroup", "ConnectionError", "FileExistsError", "FileNotFoundError",
+    "ModuleNotFoundError", "PermissionError", "RecursionError", "StopAsyncIteration", "TimeoutError",
 )
 _REMOVED_BUILTINS: Final = ("_getattr_", "setattr", "delattr")
 
