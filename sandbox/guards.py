@@ -611,7 +611,7 @@ class ClassFactory:
 # -- builtins --------------------------------------------------------------------------------------
 
 _EXTRA_BUILTINS: Final = (
-    "all", "any", "ascii", "bin", "bytearray", "bytes", "classmethod", "dict", "enumerate", "filter",
+    "aiter", "all", "anext", "any", "ascii", "bin", "bytearray", "bytes", "classmethod", "dict", "enumerate", "filter",
     "format", "frozenset", "iter", "list", "map", "max", "min", "next", "object", "property", "reversed",
     "set", "sorted", "staticmethod", "sum", "super", "tuple", "zip", "NotImplemented",
     "BaseExceptionGroup", "ExceptionGroup", "ConnectionError", "FileExistsError", "FileNotFoundError",
