@@ -11,6 +11,7 @@ Each side reports an :class:`Outcome`: the printed text, the value, and the erro
 from __future__ import annotations
 
 import ast
+import asyncio
 import contextlib
 import io
 import json
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from codemode.sandbox import Sandbox, SandboxLimits
 from codemode.sandbox._proxy import ToolCallError, ToolsProxy
@@ -93,28 +95,36 @@ def _as_function(source: str) -> ast.Module:
     return ast.fix_missing_locations(ast.Module([entry], []))
 
 
-async def run_cpython(program: Program) -> Outcome:
-    """The program under plain CPython, as the body of an async function."""
+async def _plain_body(program: Program) -> Any:
     namespace: dict[str, Any] = {"tools": ToolsProxy(TOOL_NAMES, echo), "ToolCallError": ToolCallError,
                                  "__name__": "program"}
-    out = io.StringIO()
     registry = TaskRegistry()
     token = CURRENT_TASKS.set(registry)
-    value: Any = None
-    error = None
     try:
         exec(compile(_as_function(program.source), "<program>", "exec", dont_inherit=True), namespace)
-        with contextlib.redirect_stdout(out), anyio.fail_after(10):
-            value = await namespace[ENTRY_NAME]()
+        return await asyncio.wait_for(namespace[ENTRY_NAME](), 10)
+    finally:
+        await registry.aclose()
+        CURRENT_TASKS.reset(token)
+
+
+def _run_plain(program: Program) -> Outcome:
+    out = io.StringIO()
+    error = None
+    try:
+        with contextlib.redirect_stdout(out):
+            value = asyncio.run(_plain_body(program))
         value = json.loads(json.dumps(value))
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
         value = None
-    finally:
-        await registry.aclose()
-        CURRENT_TASKS.reset(token)
     printed = out.getvalue()
     return Outcome(printed[:-1] if printed.endswith("\n") else printed, value, error)
+
+
+async def run_cpython(program: Program) -> Outcome:
+    """The program under plain CPython, as the body of an async function, on its own event loop."""
+    return await anyio.to_thread.run_sync(_run_plain, program)
 
 
 async def run_sandbox(sandbox: Sandbox, program: Program) -> Outcome:
