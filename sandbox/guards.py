@@ -110,9 +110,10 @@ _COROUTINE_NAMES: Final = frozenset({"send", "throw"})
 _ASYNCIO_NAMES: Final = frozenset({"get_loop", "get_stack", "print_stack", "get_coro", "get_context"})
 
 #: ``_``-names a program may read on any object: plain strings (``type(err).__name__``, ``f.__doc__``)
-#: and an exception's cause and context (exceptions; their ``__traceback__`` stays refused).
+#: an exception's cause and context (exceptions; their ``__traceback__`` stays refused) and an enum's
+#: ``__members__`` (a read-only mapping of its members).
 READABLE_NAMES: Final = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__cause__",
-                                   "__context__"})
+                                   "__context__", "__members__"})
 #: The namedtuple API, ``_``-prefixed so as not to clash with field names: readable on namedtuple
 #: classes and instances only (checked at run time, so their loads go through ``_getattr_``).
 NAMEDTUPLE_NAMES: Final = frozenset({"_asdict", "_replace", "_make", "_fields", "_field_defaults"})
