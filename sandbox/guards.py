@@ -612,8 +612,8 @@ class ClassFactory:
 # -- builtins --------------------------------------------------------------------------------------
 
 _EXTRA_BUILTINS: Final = (
-    "aiter", "all", "anext", "any", "ascii", "bin", "bytearray", "bytes", "classmethod", "dict", "enumerate", "filter",
-    "format", "frozenset", "iter", "list", "map", "max", "min", "next", "object", "property", "reversed",
+    "aiter", "all", "anext", "any", "ascii", "bin", "bytearray", "bytes", "classmethod", "dict", "enumerate",
+    "filter", "format", "frozenset", "iter", "list", "map", "max", "min", "next", "object", "property", "reversed",
     "set", "sorted", "staticmethod", "sum", "super", "tuple", "zip", "NotImplemented",
     "BaseExceptionGroup", "ExceptionGroup", "ConnectionError", "FileExistsError", "FileNotFoundError",
     "ModuleNotFoundError", "PermissionError", "RecursionError", "StopAsyncIteration", "TimeoutError",

@@ -27,8 +27,8 @@ import anyio.to_thread
 from codemode.sandbox import Sandbox, SandboxLimits
 from codemode.sandbox._proxy import ToolCallError, ToolsProxy
 from codemode.sandbox.compiler import _TopLevelNames
-from codemode.sandbox.policy import ENTRY_NAME
 from codemode.sandbox.facades import CURRENT_TASKS, TaskRegistry
+from codemode.sandbox.policy import ENTRY_NAME
 
 PROGRAMS = Path(__file__).parent / "programs"
 TOOL_NAMES = ("echo", "fail")

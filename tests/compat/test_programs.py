@@ -12,7 +12,7 @@ import pytest
 
 from codemode.sandbox import Sandbox
 
-from ._harness import Program, echo, load, run_cpython, run_sandbox, LIMITS, TOOL_NAMES
+from ._harness import LIMITS, TOOL_NAMES, Program, echo, load, run_cpython, run_sandbox
 
 _ALL = load()
 ORDINARY = [program for program in _ALL if program.expect is None]
