@@ -613,8 +613,8 @@ class ClassFactory:
 
 _EXTRA_BUILTINS: Final = (
     "aiter", "all", "anext", "any", "ascii", "bin", "bytearray", "bytes", "classmethod", "dict", "enumerate",
-    "filter", "format", "frozenset", "iter", "list", "map", "max", "min", "next", "object", "property", "reversed",
-    "set", "sorted", "staticmethod", "sum", "super", "tuple", "zip", "NotImplemented",
+    "filter", "format", "frozenset", "iter", "list", "map", "max", "min", "next", "object", "property",
+    "reversed", "set", "sorted", "staticmethod", "sum", "super", "tuple", "zip", "NotImplemented",
     "BaseExceptionGroup", "ExceptionGroup", "ConnectionError", "FileExistsError", "FileNotFoundError",
     "ModuleNotFoundError", "PermissionError", "RecursionError", "StopAsyncIteration", "TimeoutError",
 )
