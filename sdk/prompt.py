@@ -37,8 +37,8 @@ SANDBOX_RULES = "\n".join((
     "Return (and pass to tools) dicts, lists, str, numbers, bool and None; convert the rest first: "
     "`sorted(a_set)`, `a_date.isoformat()`, `data.decode()`, `dataclasses.asdict(obj)`.",
     "Refused, with a message saying what to use: `open`, `exec`/`eval` of strings, `time.sleep` "
-    "(use `await asyncio.sleep`), dunder attributes (`type(x)`, `vars(x)`, `dir(x)` and `x.__name__` work) and `_private` "
-    "names of objects the program did not create.",
+    "(use `await asyncio.sleep`), dunder attributes (`type(x)`, `vars(x)`, `dir(x)` and `x.__name__` work) "
+    "and `_private` names of objects the program did not create.",
 ))
 """What the sandbox allows and refuses, in at most six lines (part of :data:`INSTRUCTIONS`)."""
 
