@@ -455,6 +455,16 @@ def _pp(obj: object, *args: Any, sort_dicts: bool = False, **kwargs: Any) -> Non
 # -- shlex -----------------------------------------------------------------------------------------
 
 
+class HTMLCalendar(calendar.HTMLCalendar):
+    """``calendar.HTMLCalendar`` without its class-level lists (shared by every instance and run)."""
+
+    cssclasses = tuple(calendar.HTMLCalendar.cssclasses)  # type: ignore[assignment]
+    cssclasses_weekday_head = tuple(calendar.HTMLCalendar.cssclasses_weekday_head)  # type: ignore[assignment]
+
+
+HTMLCalendar.__module__ = "calendar"
+
+
 def _shlex_split(s: str, comments: bool = False, posix: bool = True) -> list[str]:
     if not isinstance(s, str):
         raise TypeError("shlex.split() needs a str (None would read standard input)")
@@ -470,7 +480,7 @@ _URLLIB_PARSE: Final = ("DefragResult", "ParseResult", "SplitResult", "parse_qs"
                         "quote_from_bytes", "quote_plus", "unquote", "unquote_plus", "unquote_to_bytes",
                         "urldefrag", "urlencode", "urljoin", "urlparse", "urlsplit", "urlunparse",
                         "urlunsplit")
-_CALENDAR: Final = ("Calendar", "FRIDAY", "HTMLCalendar", "IllegalMonthError", "IllegalWeekdayError",
+_CALENDAR: Final = ("Calendar", "FRIDAY", "IllegalMonthError", "IllegalWeekdayError",
                     "MONDAY",
                     "SATURDAY", "SUNDAY", "THURSDAY", "TUESDAY", "TextCalendar", "WEDNESDAY", "calendar",
                     "day_abbr", "day_name", "isleap", "leapdays", "month", "month_abbr", "month_name",
@@ -494,7 +504,7 @@ def extra_members() -> dict[str, Any]:
         "operator": {"attrgetter": attrgetter, "methodcaller": methodcaller},
         "abc": {"ABC": abc.ABC, "abstractmethod": abc.abstractmethod},
         "array": {"array": array.array, "typecodes": array.typecodes},
-        "calendar": _pick(calendar, _CALENDAR),
+        "calendar": {**_pick(calendar, _CALENDAR), "HTMLCalendar": HTMLCalendar},
         "contextlib": _pick(contextlib, ("AsyncExitStack", "ExitStack", "aclosing", "asynccontextmanager",
                                          "closing", "contextmanager", "nullcontext", "suppress")),
         "csv": _pick(csv, ("Dialect", "DictReader", "DictWriter", "Error", "QUOTE_ALL", "QUOTE_MINIMAL",

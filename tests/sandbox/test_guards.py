@@ -27,6 +27,8 @@ from codemode.sandbox.guards import (
     ClassFactory,
     SafeType,
     build_safe_builtins,
+    guarded_dir,
+    guarded_vars,
     forbidden_reason,
     guarded_delattr,
     guarded_getattr,
@@ -245,10 +247,12 @@ def test_class_factory_refuses_type_subclasses() -> None:
 
 
 def test_builtins_hold_no_side_doors() -> None:
-    """It leaves out exec, eval, compile, open, input, breakpoint, help, globals, vars, locals, dir."""
+    """It leaves out exec, eval, compile, open, input, breakpoint, help, globals, locals; dir and vars
+    are the guarded ones."""
     table = build_safe_builtins(guarded_import)
-    forbidden = {"exec", "eval", "compile", "open", "input", "breakpoint", "help", "globals", "vars",
-                 "locals", "dir", "memoryview", "exit", "quit", "__loader__", "__spec__", "ExceptionGroup"}
+    forbidden = {"exec", "eval", "compile", "open", "input", "breakpoint", "help", "globals", "locals",
+                 "memoryview", "exit", "quit", "__loader__", "__spec__"}
+    assert table["dir"] is guarded_dir and table["vars"] is guarded_vars
     assert not forbidden & set(table)
     assert table["getattr"] is guarded_getattr
     assert table["type"] is SafeType
