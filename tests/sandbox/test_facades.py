@@ -59,8 +59,8 @@ BRIEF_MODULES = {
     "textwrap", "random", "decimal", "fractions", "typing", "dataclasses", "enum", "heapq", "bisect",
     "operator", "base64", "hashlib", "uuid", "copy", "asyncio",
     # the everyday surface of the wider standard library
-    "abc", "array", "calendar", "contextlib", "csv", "difflib", "fnmatch", "graphlib", "html", "io", "numbers",
-    "os", "os.path", "pathlib", "pprint", "secrets", "shlex", "struct", "time", "types", "unicodedata",
+    "abc", "array", "calendar", "contextlib", "csv", "difflib", "fnmatch", "graphlib", "html", "io",
+    "numbers", "os", "os.path", "pathlib", "pprint", "secrets", "shlex", "struct", "time", "types", "unicodedata",
     "urllib", "urllib.parse", "zlib",
 }
 _MUTABLE = (dict, list, set, bytearray, collections.deque)
