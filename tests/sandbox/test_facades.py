@@ -60,7 +60,8 @@ BRIEF_MODULES = {
     "operator", "base64", "hashlib", "uuid", "copy", "asyncio",
     # the everyday surface of the wider standard library
     "abc", "array", "calendar", "contextlib", "csv", "difflib", "fnmatch", "graphlib", "html", "io",
-    "numbers", "os", "os.path", "pathlib", "pprint", "secrets", "shlex", "struct", "time", "types", "unicodedata",
+    "numbers", "os", "os.path", "pathlib", "pprint", "secrets", "shlex", "struct", "time", "types",
+    "unicodedata",
     "urllib", "urllib.parse", "zlib",
 }
 _MUTABLE = (dict, list, set, bytearray, collections.deque)
