@@ -7,8 +7,7 @@ were reviewed one by one. The rules behind the lists:
 * Functions and classes of the allowed modules are fine to hand in when everything they can return is a
   fresh value, a program callable's result, or another reviewed object: their ``__globals__``,
   ``__self__`` and ``__module__`` are ``_``-names and unreachable.
-* Left out, because they bypass a guard or reach the host: ``operator.attrgetter``/``methodcaller``
-  (C-level ``getattr``), ``operator.setitem``/``delitem`` and the in-place operators (writes that skip
+* Left out, because they bypass a guard or reach the host: ``operator.setitem``/``delitem`` and the in-place operators (writes that skip
   ``_write_``), ``typing.get_type_hints``/``ForwardRef`` (``eval`` of strings), ``string.Formatter``
   (attribute walks in C), ``uuid.uuid1``/``getnode`` (may spawn processes), ``hashlib.file_digest``,
   ``decimal.DefaultContext`` and friends (shared mutable contexts), ``enum.EnumMeta``,
@@ -31,6 +30,11 @@ were reviewed one by one. The rules behind the lists:
   reseeded for every run (the host's global generator is not reachable).
 * The audit of every entry point, what it reaches in the real stdlib and how it is guarded, is
   :mod:`codemode.sandbox._audit` (one escape test per row).
+* The wider standard library (``csv``, ``io``, ``time``, ``os.path``, the asyncio coordination
+  primitives, ``operator.attrgetter``/``methodcaller`` through the attribute guard, ...) is declared in
+  :mod:`codemode.sandbox._stdlib_facades`. ``import os.path`` binds the ``os`` facade (which holds only
+  ``path`` and the separators); the stdlib's C code importing ``time`` or ``_strptime`` for itself (a
+  list ``fromlist``, which programs never pass) gets the real module.
 * ``asyncio`` returns :class:`SafeAwaitable` objects only: a program never holds a real Future, Task,
   event loop or a coroutine of host code. Tasks started for ``gather``/``as_completed`` are recorded in
   the run's :class:`TaskRegistry`, which the executor cancels when the run ends (nothing outlives it);

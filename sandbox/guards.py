@@ -44,7 +44,15 @@ Why each guard exists:
 * The iteration hook is the builtin ``iter`` (nothing reachable needs an iteration check), so the C
   helpers that iterate (``sorted``, ``zip``, ``list`` ...) are equivalent to guarded versions and are
   handed in as they are. ``exec``, ``eval``, ``compile``, ``open``, ``input``, ``breakpoint``, ``help``,
-  ``globals``, ``vars``, ``locals``, ``dir`` and ``memoryview`` are simply not there.
+  ``globals``, ``locals`` and ``memoryview`` are simply not there; ``dir`` and ``vars`` are
+  :func:`guarded_dir`/:func:`guarded_vars` (the program's own objects only).
+* ``_private`` names (:func:`is_private_name`) are readable and writable on objects of classes the
+  program defined whose every base is the program's or a ``builtins`` type (:func:`private_access_ok`):
+  whatever such a name resolves to, the program put there. A subclass of a host class does not qualify
+  (its instances hold the host class's private state: an event loop, a module).
+* ``str.format``/``format_map`` resolve to a guarded formatter
+  (:class:`codemode.sandbox._formatting.SafeFormat`) however they are reached; the real methods stay in
+  the forbidden table, so nothing else can hand them out.
 """
 
 from __future__ import annotations

@@ -1,15 +1,20 @@
 """The language policy: RestrictedPython's transformer, extended for async programs and made fast.
 
-:class:`ProgramPolicy` subclasses RestrictedPython's ``RestrictingNodeTransformer``. Everything the base
-class rejects stays rejected (``match``, ``nonlocal``, ``except*``, ``_``-names, ``exec``/``eval`` calls,
-unknown node types, ...). On top of it:
+:class:`ProgramPolicy` subclasses RestrictedPython's ``RestrictingNodeTransformer``. What the base class
+rejects stays rejected (``except*``, dunder names, ``exec``/``eval`` calls, unknown node types, ...),
+with a message that says what to use instead. On top of it, ordinary Python is admitted:
 
-* ``async def`` and ``await`` are admitted with exactly the name checks of ``def`` (the function name,
-  positional-only, regular, ``*args``, keyword-only and ``**kwargs`` parameters).
-* ``async for``, ``async with`` and async comprehensions (``comprehension.is_async``) are rejected with a
-  message that says what to use instead: nothing a program can reach implements the async iteration or
-  async context protocols, so admitting them would only half-work. ``yield`` inside an ``async def``
-  (async generators) and at the top level of a program is rejected for the same reason.
+* ``async def`` and ``await`` with exactly the name checks of ``def``; ``async for``, ``async with``,
+  async comprehensions and async generators (``yield`` at the top level of a program is refused).
+* ``match`` statements. A class pattern's keywords are attribute reads in C, so a keyword naming a
+  ``_``-name or a name the attribute guard checks (:func:`needs_guarded_getattr`) is refused; value
+  patterns may not name such attributes either. Positional sub-patterns read ``__match_args__``, which
+  only the program's dataclasses and namedtuples (checked field names) and host value types define.
+* ``nonlocal``; ``_private`` names (:func:`codemode.sandbox.guards.is_private_name`: one leading
+  underscore, not ending in ``_``) as variables, parameters, functions and classes. ``obj._x`` loads go
+  through ``_getattr_`` and stores through the private write hook (:data:`WRITE_PRIVATE_NAME`), which
+  admit them on the program's own objects only.
+* Protocol methods in class bodies (:data:`EXTRA_METHOD_NAMES`).
 * ``tools`` and ``ToolCallError`` cannot be rebound at the top level (or through ``global``): later code,
   and later runs of a persistent session, rely on them.
 * Annotated assignments are admitted (dataclasses need them); at the top level of a program, where names
