@@ -7,9 +7,9 @@ were reviewed one by one. The rules behind the lists:
 * Functions and classes of the allowed modules are fine to hand in when everything they can return is a
   fresh value, a program callable's result, or another reviewed object: their ``__globals__``,
   ``__self__`` and ``__module__`` are ``_``-names and unreachable.
-* Left out, because they bypass a guard or reach the host: ``operator.setitem``/``delitem`` and the in-place operators (writes that skip
-  ``_write_``), ``typing.get_type_hints``/``ForwardRef`` (``eval`` of strings), ``string.Formatter``
-  (attribute walks in C), ``uuid.uuid1``/``getnode`` (may spawn processes), ``hashlib.file_digest``,
+* Left out, because they bypass a guard or reach the host: ``operator.setitem``/``delitem`` and the
+  in-place operators (writes that skip ``_write_``), ``typing.get_type_hints``/``ForwardRef`` (``eval``
+  of strings), ``string.Formatter`` (attribute walks in C), ``uuid.uuid1``/``getnode`` (may spawn processes), ``hashlib.file_digest``,
   ``decimal.DefaultContext`` and friends (shared mutable contexts), ``enum.EnumMeta``,
   ``dataclasses.make_dataclass``, ``json``'s ``cls=`` hook, ``asyncio`` everything but the members below.
 * Mutable module constants are handed in as immutable copies (``hashlib.algorithms_available``,
