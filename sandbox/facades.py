@@ -9,7 +9,8 @@ were reviewed one by one. The rules behind the lists:
   ``__self__`` and ``__module__`` are ``_``-names and unreachable.
 * Left out, because they bypass a guard or reach the host: ``operator.setitem``/``delitem`` and the
   in-place operators (writes that skip ``_write_``), ``typing.get_type_hints``/``ForwardRef`` (``eval``
-  of strings), ``string.Formatter`` (attribute walks in C), ``uuid.uuid1``/``getnode`` (may spawn processes), ``hashlib.file_digest``,
+  of strings), ``string.Formatter`` (attribute walks in C), ``uuid.uuid1``/``getnode`` (may spawn
+  processes), ``hashlib.file_digest``,
   ``decimal.DefaultContext`` and friends (shared mutable contexts), ``enum.EnumMeta``,
   ``dataclasses.make_dataclass``, ``json``'s ``cls=`` hook, ``asyncio`` everything but the members below.
 * Mutable module constants are handed in as immutable copies (``hashlib.algorithms_available``,
