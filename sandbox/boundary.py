@@ -87,17 +87,35 @@ def _step(path: str, key: object, in_dict: bool) -> str:
 
 
 class _Open:
-    """One container of the walk: what was built so far and the children still to visit."""
+    """One container of the walk: what was built so far and the children still to visit.
 
-    __slots__ = ("built", "children", "ident", "in_dict", "path")
+    Its path is rebuilt from the parents only when an error needs it (a 20,000-deep value would cost
+    the square of its depth in path text otherwise).
+    """
 
-    def __init__(self, source: object, path: str, built: dict[str, Any] | list[Any],
+    __slots__ = ("built", "children", "ident", "in_dict", "key", "parent", "root")
+
+    def __init__(self, source: object, parent: _Open | None, key: object, root: str, built: Any,
                  children: Iterator[tuple[Any, Any]], in_dict: bool) -> None:
         self.ident = id(source)
-        self.path = path
+        self.parent = parent
+        self.key = key
+        self.root = root
         self.built: Any = built
         self.children = children
         self.in_dict = in_dict
+
+    @property
+    def path(self) -> str:
+        steps: list[tuple[object, bool]] = []
+        frame: _Open | None = self
+        while frame is not None and frame.parent is not None:
+            steps.append((frame.key, frame.parent.in_dict))
+            frame = frame.parent
+        path = self.root
+        for key, in_dict in reversed(steps):
+            path = _step(path, key, in_dict)
+        return path
 
 
 def _scalar(value: object) -> tuple[bool, object]:
@@ -132,19 +150,24 @@ def json_ready(value: object, root: str = "value") -> Any:
     active: set[int] = set()
     result: Any = None
 
-    def open_container(container: object, path: str) -> None:
+    def open_container(container: object, parent: _Open | None, key: object) -> None:
+        def where() -> str:
+            return root if parent is None else _step(parent.path, key, parent.in_dict)
+
         if id(container) in active:
-            raise LosslessJsonError(path, "cycle: a container contains itself")
+            raise LosslessJsonError(where(), "cycle: a container contains itself")
         if isinstance(container, dict):
-            frame = _Open(container, path, {}, iter(list(dict.items(container))), True)
-        elif isinstance(container, (list, tuple)):
-            frame = _Open(container, path, [], enumerate(list(container)), False)
+            frame = _Open(container, parent, key, root, {}, iter(list(dict.items(container))), True)
+        elif isinstance(container, list):  # (the C iterators: a subclass's __iter__ is not called)
+            frame = _Open(container, parent, key, root, [], enumerate(list(list.__iter__(container))), False)
+        elif isinstance(container, tuple):
+            frame = _Open(container, parent, key, root, [], enumerate(list(tuple.__iter__(container))), False)
         else:
-            raise LosslessJsonError(path, _hint(container))
+            raise LosslessJsonError(where(), _hint(container))
         active.add(frame.ident)
         stack.append(frame)
 
-    open_container(value, root)
+    open_container(value, None, None)
     while stack:
         frame = stack[-1]
         descended = False
@@ -166,7 +189,7 @@ def json_ready(value: object, root: str = "value") -> Any:
                 _put(frame, slot, plain)
                 continue
             _put(frame, slot, None)
-            open_container(child, _step(frame.path, slot, frame.in_dict))
+            open_container(child, frame, slot)
             descended = True
             break
         if descended:

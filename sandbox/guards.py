@@ -332,7 +332,9 @@ def _check_read(obj: object, name: object) -> int:
             return _PLAIN
         if name in NAMEDTUPLE_NAMES and _is_namedtuple(obj):
             return _COPY_DICT if name == "_field_defaults" else _PLAIN
-        if is_private_name(name) and private_access_ok(obj):
+        # (on a class, only what its own MRO holds: not its metaclass's privates, ABCMeta's included)
+        if is_private_name(name) and private_access_ok(obj) and (
+                not isinstance(obj, type) or _resolve_in_classes(obj, name) is not _MISSING):
             return _PLAIN
         _refuse(name, _WHY_PRIVATE)
     if name in INSPECT_ATTRIBUTES:
