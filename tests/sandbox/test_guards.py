@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import asyncio.futures
 import collections
@@ -401,3 +402,58 @@ def test_field_defaults_are_handed_out_as_copies() -> None:
     first["y"] = 9
     assert guarded_getattr(point(1), "_field_defaults") == {"y": 0}
     assert point._field_defaults == {"y": 0}
+
+
+def _made(name: str, bases: tuple[type, ...] = (), **body: object) -> type:
+    factory = ClassFactory()
+    namespace = factory.__prepare__(name, bases)
+    namespace.update(body)
+    return factory(name, bases, namespace)
+
+
+@pytest.mark.parametrize("name", ["_x", "_cache", "_a1"])
+def test_private_names_are_the_programs_on_its_own_objects(name: str) -> None:
+    """_x names read and write on instances and classes of plain program classes (own or builtin bases)."""
+    base = _made("Base", (Exception,))
+    cls = _made("C", (base,), _shared=1)
+    obj = cls()
+    guarded_setattr(obj, name, 5)
+    assert guarded_getattr(obj, name) == 5
+    assert guarded_getattr(cls, "_shared") == 1
+    assert guarded_vars(obj) == {name: 5}
+    assert name in guarded_dir(obj)
+    guarded_delattr(obj, name)
+    assert guarded_hasattr(obj, name) is False
+
+
+@pytest.mark.parametrize("make", [
+    lambda: types.SimpleNamespace(_x=1),
+    lambda: asyncio.Queue(),
+    lambda: _made("Q", (asyncio.Queue,))(),
+    lambda: _made("W", (string.Template,))("x"),
+], ids=["host-instance", "host-queue", "subclass-of-host", "template-subclass"])
+def test_private_names_of_other_objects_stay_refused(make: Callable[[], object]) -> None:
+    """Host objects, subclasses of host classes and a class's metaclass keep their _x names private."""
+    obj = make()
+    for name in ("_x", "_loop", "_get_loop", "_dump_registry", "_invalid"):
+        with pytest.raises(AttributeError, match="private"):
+            guarded_getattr(obj, name)
+    with pytest.raises(AttributeError, match="private"):
+        guarded_setattr(obj, "_x", 1)
+
+
+def test_a_program_abc_keeps_its_metaclass_private() -> None:
+    """A class deriving from abc.ABC has its own _x names, not ABCMeta's (_dump_registry, _abc_impl)."""
+    cls = _made("A", (abc.ABC,), _mine=1)
+    assert guarded_getattr(cls, "_mine") == 1
+    for name in ("_dump_registry", "_abc_registry_clear", "_abc_impl"):
+        with pytest.raises(AttributeError, match="private"):
+            guarded_getattr(cls, name)
+
+
+@pytest.mark.parametrize("name", ["__x", "_x_", "_abc_impl", "_fields", "_print", "__dict__"])
+def test_reserved_underscore_names_stay_refused_on_program_objects(name: str) -> None:
+    """Dunders, mangled names, sunders, ABC state and the namedtuple API are not private program names."""
+    obj = _made("P")()
+    with pytest.raises(AttributeError, match="not available"):
+        guarded_setattr(obj, name, 1)
