@@ -277,6 +277,8 @@ def _is_namedtuple(obj: object) -> bool:
 _PLAIN_BASES: Final[frozenset[type]] = frozenset({typing.Generic, typing.Protocol, abc.ABC})
 _plain_classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
+_WHY_DUNDER: Final = ("dunder attributes are Python internals; use type(x), x.__name__, vars(obj) or "
+                      "dir(obj), or a \"_name\" attribute on your own objects")
 _WHY_PRIVATE: Final = ('names starting with "_" are private (a program may use "_name" attributes on objects '
                        "of classes it defined)")
 
@@ -336,7 +338,7 @@ def _check_read(obj: object, name: object) -> int:
         if is_private_name(name) and private_access_ok(obj) and (
                 not isinstance(obj, type) or _resolve_in_classes(obj, name) is not _MISSING):
             return _PLAIN
-        _refuse(name, _WHY_PRIVATE)
+        _refuse(name, _WHY_DUNDER if name.startswith("__") else _WHY_PRIVATE)
     if name in INSPECT_ATTRIBUTES:
         _refuse(name, _WHY_INTERNAL)
     if name.startswith(GUARDED_PREFIXES):

@@ -427,7 +427,7 @@ class ProgramPolicy(RestrictingNodeTransformer):
 
     def _check_rebinding(self, node: ast.AST, name: str) -> None:
         if name in RESERVED_GLOBALS and self._at_top_level():
-            self.error(node, f'"{name}" is provided by the sandbox and cannot be rebound')
+            self.error(node, f'"{name}" is provided by the sandbox and cannot be rebound; use another name')
 
     def visit_Name(self, node: ast.Name) -> _T_visit:
         """RestrictedPython's name rules plus the reserved top-level names."""
@@ -442,7 +442,8 @@ class ProgramPolicy(RestrictingNodeTransformer):
         for name in node.names:
             self.check_name(node, name)
             if name in RESERVED_GLOBALS:
-                self.error(node, f'"{name}" is provided by the sandbox and cannot be declared global')
+                self.error(node, f'"{name}" is provided by the sandbox and cannot be declared global; use '
+                                 'another name')
         return self.node_contents_visit(node)
 
     def check_import_names(self, node: ast.ImportFrom | ast.Import) -> ast.AST:
