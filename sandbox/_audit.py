@@ -270,6 +270,9 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
     AuditRow("uuid-node", "uuid", ("getnode", "uuid1"),
              "may spawn processes and read the host's hardware address", "not exposed", exposed=False),
     # -- the wider stdlib -------------------------------------------------------------------------------
+    AuditRow("abc-abstractmethod", "abc", ("abstractmethod",),
+             "sets __isabstractmethod__ on the function it is given (a host function's is process-wide)",
+             "program functions only (also under classmethod/staticmethod)"),
     AuditRow("abc-classes", "abc", ("*",),
              "ABCMeta builds the class of a program's class statement; register() adds to a registry",
              "the class is the program's (ClassFactory); register of a host ABC is refused"),

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, NoReturn
 
 from .facades import SafeAwaitable, _number, _spawn, coroutine_of
-from .guards import guarded_getattr
+from .guards import guarded_getattr, is_program_function
 
 __all__ = ("CURRENT_PRINT", "extra_members")
 
@@ -471,6 +471,18 @@ def _shlex_split(s: str, comments: bool = False, posix: bool = True) -> list[str
     return shlex.split(s, comments, posix)
 
 
+# -- abc -------------------------------------------------------------------------------------------
+
+
+def _abstractmethod(funcobj: Any) -> Any:
+    # abc.abstractmethod sets __isabstractmethod__ on what it is given: on a host function that is
+    # process-wide state (a later run's class holding it would be abstract).
+    target = funcobj.__func__ if isinstance(funcobj, (classmethod, staticmethod)) else funcobj
+    if not is_program_function(target):
+        raise TypeError("abc.abstractmethod only accepts functions defined by the program")
+    return abc.abstractmethod(funcobj)
+
+
 # -- the tables ------------------------------------------------------------------------------------
 
 _OS_PATH: Final = ("basename", "commonpath", "commonprefix", "dirname", "extsep", "isabs", "join", "normcase",
@@ -502,7 +514,7 @@ def extra_members() -> dict[str, Any]:
     return {
         "asyncio": _asyncio_members(),
         "operator": {"attrgetter": attrgetter, "methodcaller": methodcaller},
-        "abc": {"ABC": abc.ABC, "abstractmethod": abc.abstractmethod},
+        "abc": {"ABC": abc.ABC, **_present("abc", abstractmethod=_abstractmethod)},
         "array": {"array": array.array, "typecodes": array.typecodes},
         "calendar": {**_pick(calendar, _CALENDAR), "HTMLCalendar": HTMLCalendar},
         "contextlib": _pick(contextlib, ("AsyncExitStack", "ExitStack", "aclosing", "asynccontextmanager",

@@ -446,6 +446,9 @@ _BY_ROW: dict[str, Attack] = {attack.id: attack for attack in ATTACKS}
 
 #: (first run, second run): the first poisons what the row is about; the second returns True if it sees it.
 PERSIST: dict[str, tuple[str, str]] = {
+    "abc-abstractmethod": ("import abc, json\nabc.abstractmethod(json.dumps)",
+                           "import abc, json\nclass C(abc.ABC):\n    f = json.dumps\ntry:\n    C()\n"
+                           "except TypeError:\n    return True\nreturn False"),
     "csv-registry": ("import csv\ncsv.register_dialect('poisoned', delimiter=';')",
                      "import csv\nreturn hasattr(csv, 'list_dialects') and "
                      "'poisoned' in csv.list_dialects()"),
@@ -988,6 +991,28 @@ LEGIT: dict[str, str] = {
             late = True
         await task
         return [got, held, [p.result() for p in parts], [d.result() for d in done], len(pending), late]
+    """,
+    "abc-abstractmethod": """
+        import abc
+        class Base(abc.ABC):
+            @abc.abstractmethod
+            def run(self):
+                ...
+            @classmethod
+            @abc.abstractmethod
+            def make(cls):
+                ...
+        class Impl(Base):
+            def run(self):
+                return "ran"
+            @classmethod
+            def make(cls):
+                return cls()
+        try:
+            Base()
+        except TypeError:
+            abstract = True
+        return [Impl.make().run(), abstract]
     """,
     "abc-classes": """
         import abc
