@@ -359,6 +359,11 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
              "text transforms; urlencode calls quote_via; urlsplit keeps a process-wide cache",
              "quote_via is a program callable or a reviewed one; the cache holds immutable results"),
     AuditRow("zlib-codecs", "zlib", ("*",), "C compression", "no names, no callbacks"),
+    AuditRow("zoneinfo-zones", "zoneinfo", ("*",),
+             "ZoneInfo(key) reads a file under the TZPATH and caches it process-wide; from_file reads a file "
+             "object; clear_cache/no_cache change the cache",
+             "the common zones are read once before the worker gives up its file system and handed out "
+             "by key; from_file/no_cache/clear_cache raise; type(zone) is the facade's class"),
     # -- builtins --------------------------------------------------------------------------------------
     AuditRow("builtins-attributes", "builtins", ("delattr", "getattr", "hasattr", "setattr"),
              "attribute access by program-chosen (computed) names",

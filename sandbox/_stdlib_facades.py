@@ -15,6 +15,8 @@ a pick from the real module:
 * ``csv``'s dialect registry and field size limit are process-wide: left out.
 * ``shlex.split`` requires text (``None`` would read the worker's standard input).
 * ``abc.ABCMeta`` would build classes from a namespace dict (any dunder): left out.
+* ``zoneinfo.ZoneInfo(key)`` serves the common zones of :data:`ZONE_KEYS`, read before the worker gave up
+  its file system; another key raises ``ZoneInfoNotFoundError`` listing them.
 """
 
 from __future__ import annotations
@@ -43,13 +45,14 @@ import types
 import unicodedata
 import urllib.parse
 import zlib
+import zoneinfo
 from collections.abc import Callable, Iterable
 from typing import Any, Final, NoReturn
 
 from .facades import SafeAwaitable, _number, _spawn, coroutine_of
 from .guards import guarded_getattr, is_program_function
 
-__all__ = ("CURRENT_PRINT", "extra_members")
+__all__ = ("CURRENT_PRINT", "ZONE_KEYS", "extra_members", "load_zones")
 
 #: The run's ``print`` (set by the executor for the duration of a run): where ``pprint`` writes.
 CURRENT_PRINT: contextvars.ContextVar[Callable[..., None] | None] = contextvars.ContextVar(
@@ -483,6 +486,76 @@ def _abstractmethod(funcobj: Any) -> Any:
     return abc.abstractmethod(funcobj)
 
 
+# -- zoneinfo --------------------------------------------------------------------------------------
+
+#: The time zones programs can load: a worker has no file system, so the template reads these once
+#: (:func:`load_zones`, from :func:`codemode.sandbox._preload.warm_lazy_state`).
+ZONE_KEYS: Final = (
+    "UTC", "Etc/UTC", "GMT", "America/New_York", "America/Chicago", "America/Denver", "America/Los_Angeles",
+    "America/Phoenix", "America/Anchorage", "America/Toronto", "America/Vancouver", "America/Mexico_City",
+    "America/Sao_Paulo", "America/Argentina/Buenos_Aires", "America/Bogota", "America/Lima",
+    "America/Santiago", "America/Caracas", "America/Halifax", "Europe/London", "Europe/Dublin",
+    "Europe/Lisbon", "Europe/Paris", "Europe/Berlin", "Europe/Madrid", "Europe/Rome", "Europe/Amsterdam",
+    "Europe/Brussels", "Europe/Vienna", "Europe/Zurich", "Europe/Stockholm", "Europe/Oslo",
+    "Europe/Copenhagen", "Europe/Helsinki", "Europe/Warsaw", "Europe/Prague", "Europe/Budapest",
+    "Europe/Athens", "Europe/Istanbul", "Europe/Kyiv", "Europe/Kiev", "Europe/Moscow", "Asia/Tokyo",
+    "Asia/Seoul", "Asia/Shanghai", "Asia/Hong_Kong", "Asia/Taipei", "Asia/Singapore", "Asia/Kolkata",
+    "Asia/Dubai", "Asia/Karachi", "Asia/Dhaka", "Asia/Bangkok", "Asia/Jakarta", "Asia/Manila", "Asia/Tehran",
+    "Asia/Jerusalem", "Asia/Riyadh", "Australia/Sydney", "Australia/Melbourne", "Australia/Brisbane",
+    "Australia/Perth", "Australia/Adelaide", "Pacific/Auckland", "Pacific/Honolulu", "Africa/Cairo",
+    "Africa/Johannesburg", "Africa/Lagos", "Africa/Nairobi", "Africa/Casablanca", "Atlantic/Reykjavik",
+    "US/Eastern", "US/Central", "US/Mountain", "US/Pacific",
+)
+
+
+class ZoneInfo(zoneinfo.ZoneInfo):
+    """``zoneinfo.ZoneInfo`` for programs: ``ZoneInfo(key)`` is one of the preloaded zones.
+
+    The real class's ``from_file``, ``no_cache`` and ``clear_cache`` (files, and a process-wide cache)
+    are refused; ``type(tz)`` of a zone a program holds is this class.
+    """
+
+    def __new__(cls, key: str) -> ZoneInfo:
+        load_zones()
+        found = _ZONES.get(key) if type(key) is str else None
+        if found is None:
+            raise zoneinfo.ZoneInfoNotFoundError(
+                f"No time zone found with key {key!r} in the sandbox; available: "
+                f"{', '.join(sorted(_ZONES))} (or datetime.timezone(datetime.timedelta(hours=N)) for a "
+                "fixed offset)")
+        return found
+
+    @classmethod
+    def _refused(cls, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("ZoneInfo.from_file/no_cache/clear_cache are not available in the sandbox; "
+                        "use ZoneInfo(key)")
+
+    from_file = no_cache = clear_cache = _refused
+
+    def __repr__(self) -> str:
+        return f"zoneinfo.ZoneInfo(key={self.key!r})"
+
+
+ZoneInfo.__module__ = "zoneinfo"
+_ZONES: dict[str, ZoneInfo] = {}
+
+
+def load_zones() -> None:
+    """Read the zones of :data:`ZONE_KEYS` that this system has (once; ~20 ms)."""
+    if _ZONES:
+        return
+    for key in ZONE_KEYS:
+        try:
+            _ZONES[key] = zoneinfo.ZoneInfo.__new__(ZoneInfo, key)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+            continue
+
+
+def _available_timezones() -> set[str]:
+    load_zones()
+    return set(_ZONES)
+
+
 # -- the tables ------------------------------------------------------------------------------------
 
 _OS_PATH: Final = ("basename", "commonpath", "commonprefix", "dirname", "extsep", "isabs", "join", "normcase",
@@ -548,4 +621,6 @@ def extra_members() -> dict[str, Any]:
         "urllib": {"parse": url_parse},
         "urllib.parse": url_parse,
         "zlib": _pick(zlib, _ZLIB),
+        "zoneinfo": {"ZoneInfoNotFoundError": zoneinfo.ZoneInfoNotFoundError,
+                     "ZoneInfo": ZoneInfo, **_present("zoneinfo", available_timezones=_available_timezones)},
     }

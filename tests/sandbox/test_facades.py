@@ -62,7 +62,7 @@ BRIEF_MODULES = {
     "abc", "array", "calendar", "contextlib", "csv", "difflib", "fnmatch", "graphlib", "html", "io",
     "numbers", "os", "os.path", "pathlib", "pprint", "secrets", "shlex", "struct", "time", "types",
     "unicodedata",
-    "urllib", "urllib.parse", "zlib",
+    "urllib", "urllib.parse", "zlib", "zoneinfo",
 }
 _MUTABLE = (dict, list, set, bytearray, collections.deque)
 

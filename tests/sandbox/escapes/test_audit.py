@@ -441,6 +441,7 @@ ATTACKS: list[Attack] = [
     Attack("urllib-parse", "import urllib.parse\n" + _globals("urllib.parse.quote")),
     Attack("urllib-parse-functions", "from urllib import parse\n" + _globals("parse.urlencode")),
     Attack("zlib-codecs", "import zlib\n" + _loader("zlib.compress")),
+    Attack("zoneinfo-zones", "import zoneinfo\n" + _globals("zoneinfo.available_timezones")),
 ]
 _BY_ROW: dict[str, Attack] = {attack.id: attack for attack in ATTACKS}
 
@@ -1198,6 +1199,16 @@ LEGIT: dict[str, str] = {
         packed = zlib.compress(data, 9)
         return [zlib.decompress(packed) == data, zlib.crc32(b"abc"), zlib.adler32(b"abc"),
                 len(packed) < len(data)]
+    """,
+    "zoneinfo-zones": """
+        import zoneinfo, datetime
+        paris = zoneinfo.ZoneInfo("Europe/Paris")
+        summer = datetime.datetime(2024, 7, 1, 12, tzinfo=paris)
+        winter = datetime.datetime(2024, 1, 1, 12, tzinfo=paris)
+        return [summer.isoformat(), winter.isoformat(), summer.tzname(), str(paris), repr(paris),
+                summer.astimezone(zoneinfo.ZoneInfo("Asia/Tokyo")).isoformat(),
+                isinstance(paris, zoneinfo.ZoneInfo), paris is zoneinfo.ZoneInfo("Europe/Paris"),
+                "UTC" in zoneinfo.available_timezones()]
     """,
     "builtins-import": """
         import json, math as m
