@@ -326,3 +326,10 @@ def test_programs_the_sandbox_compiles_pass_its_policy(check: Check) -> None:
               "class C:\n    def __init__(self):\n        self._x = 1\n"
               "async def g():\n    yield 1\nreturn [x async for x in g()]\n")
     assert [item for item in check(source) if item.code == "sandbox"] == []
+
+
+def test_a_program_may_construct_tool_call_error(check: Check) -> None:
+    """ToolCallError("message") and its optional keywords type-check, as they run in the sandbox."""
+    source = ('err = ToolCallError("no results", tool_name="search", code="EMPTY")\n'
+              'other = ToolCallError("plain")\nreturn [err.code, other.tool_name]\n')
+    assert _errors(check(source)) == []
