@@ -500,7 +500,8 @@ class _ReadOnly:
 
     def _deny(self, *args: object) -> NoReturn:
         raise TypeError(f"cannot modify {object.__getattribute__(self, '_what')}: "
-                        "a program may only modify objects it created")
+                        "a program may only modify objects it created (make your own: a copy, or an "
+                        "instance of a class you define)")
 
     __setattr__ = __delattr__ = __setitem__ = __delitem__ = __getattr__ = __getitem__ = _deny
 
