@@ -85,6 +85,12 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
              "containers; defaultdict calls default_factory, ChainMap/Counter/dict subclasses call "
              "__missing__ of the program's class",
              "instances are the program's; a class statement cannot define __missing__ (policy)"),
+    AuditRow("collections-abc", "collections", ("abc",),
+             "the collections.abc facade (see its row)", "a facade, never the real module"),
+    AuditRow("collections-abc-classes", "collections.abc", ("*",),
+             "ABCs: register() adds to a process-wide registry; mixin methods (Mapping.get, Set.__or__, "
+             "MutableMapping.update, Coroutine.close) call the subclass's own methods",
+             "register of a host ABC is refused (resolved-function guard); " + _PROGRAM_CODE),
     AuditRow("collections-namedtuple-api", "collections", ("namedtuple",),
              "_asdict/_replace/_make/_fields/_field_defaults on any namedtuple, host ones included "
              "(DecimalTuple, CacheInfo, LinearRegression): _field_defaults is the class's own dict",

@@ -25,6 +25,7 @@ import abc
 import array
 import asyncio
 import calendar
+import collections.abc
 import contextlib
 import contextvars
 import csv
@@ -570,6 +571,7 @@ _CALENDAR: Final = ("Calendar", "FRIDAY", "IllegalMonthError", "IllegalWeekdayEr
                     "SATURDAY", "SUNDAY", "THURSDAY", "TUESDAY", "TextCalendar", "WEDNESDAY", "calendar",
                     "day_abbr", "day_name", "isleap", "leapdays", "month", "month_abbr", "month_name",
                     "monthcalendar", "monthrange", "timegm", "weekday", "weekheader")
+_COLLECTIONS_ABC: Final = tuple(name for name in collections.abc.__all__ if name != "ByteString")
 _UNICODEDATA: Final = ("bidirectional", "category", "combining", "decimal", "decomposition", "digit",
                        "east_asian_width", "is_normalized", "lookup", "mirrored", "name", "normalize",
                        "numeric", "unidata_version")
@@ -583,9 +585,12 @@ def extra_members() -> dict[str, Any]:
     from .facades import ModuleFacade
 
     os_path = ModuleFacade("os.path", {name: getattr(os.path, name) for name in _OS_PATH})
+    abcs = ModuleFacade("collections.abc", _pick(collections.abc, _COLLECTIONS_ABC))
     url_parse = ModuleFacade("urllib.parse", _pick(urllib.parse, _URLLIB_PARSE))
     return {
         "asyncio": _asyncio_members(),
+        "collections": {"abc": abcs},
+        "collections.abc": abcs,
         "operator": {"attrgetter": attrgetter, "methodcaller": methodcaller},
         "abc": {"ABC": abc.ABC, **_present("abc", abstractmethod=_abstractmethod)},
         "array": {"array": array.array, "typecodes": array.typecodes},

@@ -62,8 +62,10 @@ import array
 import asyncio
 import builtins
 import collections
+import collections.abc
 import decimal
 import keyword
+import numbers
 import string
 import textwrap
 import types
@@ -273,8 +275,14 @@ def _is_namedtuple(obj: object) -> bool:
 # -- private names of the program's own objects ------------------------------------------------------
 
 #: Host classes a program class may derive from and keep its ``_private`` attributes readable: they
-#: define no ``_``-attributes of their own that are not dunders (``builtins`` types are checked by module).
-_PLAIN_BASES: Final[frozenset[type]] = frozenset({typing.Generic, typing.Protocol, abc.ABC})
+#: hold no instance state (``__slots__ = ()``) and their own ``_``-attributes are plain helper functions
+#: (``Set._from_iterable``, ``Set._hash``) or excluded ABC state (``_abc_impl``); ``builtins`` types are
+#: checked by module.
+_PLAIN_BASES: Final[frozenset[type]] = frozenset({
+    typing.Generic, typing.Protocol, abc.ABC,
+    *(getattr(collections.abc, name) for name in collections.abc.__all__),
+    numbers.Number, numbers.Complex, numbers.Real, numbers.Rational, numbers.Integral,
+})
 _plain_classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
 _WHY_DUNDER: Final = ("dunder attributes are Python internals; use type(x), x.__name__, vars(obj) or "

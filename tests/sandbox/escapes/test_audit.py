@@ -441,6 +441,15 @@ ATTACKS: list[Attack] = [
     Attack("urllib-parse", "import urllib.parse\n" + _globals("urllib.parse.quote")),
     Attack("urllib-parse-functions", "from urllib import parse\n" + _globals("parse.urlencode")),
     Attack("zlib-codecs", "import zlib\n" + _loader("zlib.compress")),
+    Attack("collections-abc", "import collections.abc\n" + _globals("collections.abc.Mapping.get")),
+    Attack("collections-abc-classes", """
+        from collections.abc import Iterable
+        class Fake:
+            pass
+        Iterable.register(Fake)
+        import json
+        return json.dumps.__globals__["__builtins__"]["open"](SECRET_PATH).read()
+    """),
     Attack("zoneinfo-zones", "import zoneinfo\n" + _globals("zoneinfo.available_timezones")),
 ]
 _BY_ROW: dict[str, Attack] = {attack.id: attack for attack in ATTACKS}
@@ -1199,6 +1208,28 @@ LEGIT: dict[str, str] = {
         packed = zlib.compress(data, 9)
         return [zlib.decompress(packed) == data, zlib.crc32(b"abc"), zlib.adler32(b"abc"),
                 len(packed) < len(data)]
+    """,
+    "collections-abc": """
+        import collections.abc
+        import collections
+        return [isinstance({}, collections.abc.Mapping), isinstance([], collections.abc.Sequence),
+                collections.abc is collections.abc, issubclass(list, collections.abc.MutableSequence)]
+    """,
+    "collections-abc-classes": """
+        from collections.abc import Mapping, Iterable, Callable, MutableSet
+        class Registry(Mapping):
+            def __init__(self, **items):
+                self._items = dict(items)
+            def __getitem__(self, key):
+                return self._items[key]
+            def __iter__(self):
+                return iter(self._items)
+            def __len__(self):
+                return len(self._items)
+        r = Registry(a=1, b=2)
+        return [r.get("a"), r.get("z", 0), sorted(r.keys()), list(r.items()), "a" in r, dict(r),
+                isinstance(r, Mapping), isinstance(len, Callable), isinstance("x", Iterable),
+                issubclass(set, MutableSet)]
     """,
     "zoneinfo-zones": """
         import zoneinfo, datetime
