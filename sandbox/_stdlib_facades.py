@@ -50,7 +50,6 @@ import zoneinfo
 from collections.abc import Callable, Iterable
 from typing import Any, Final, NoReturn
 
-from .facades import SafeAwaitable, _number, _spawn, coroutine_of
 from .guards import guarded_getattr, is_program_function
 
 __all__ = ("CURRENT_PRINT", "ZONE_KEYS", "extra_members", "load_zones")
@@ -629,3 +628,8 @@ def extra_members() -> dict[str, Any]:
         "zoneinfo": {"ZoneInfoNotFoundError": zoneinfo.ZoneInfoNotFoundError,
                      "ZoneInfo": ZoneInfo, **_present("zoneinfo", available_timezones=_available_timezones)},
     }
+
+
+# (imported last: the facades module builds its table from extra_members() while it loads, so either
+# module can be imported first)
+from .facades import SafeAwaitable, _number, _spawn, coroutine_of  # noqa: E402

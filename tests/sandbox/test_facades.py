@@ -606,3 +606,17 @@ async def test_a_session_run_does_not_see_what_an_earlier_run_did_to_facade_stat
     assert first.error is None and first.value == 5, first  # (prec, seed and the copies "succeed")
     assert second.error is None, second.error
     assert isinstance(second.value, dict) and not any(second.value.values()), second.value
+
+
+@pytest.mark.parametrize("first", ["codemode.sandbox._stdlib_facades", "codemode.sandbox._preload",
+                                   "codemode.sandbox.guards", "codemode.sandbox.facades"])
+def test_the_facade_modules_import_in_any_order(first: str) -> None:
+    """A template whose executor imports the wider facades (or the preload) first still builds them."""
+    import subprocess
+    import sys
+
+    code = (f"import {first}\nfrom codemode.sandbox._preload import warm_lazy_state\nwarm_lazy_state()\n"
+            "from codemode.sandbox.facades import FACADES\nprint(len(FACADES))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == len(FACADES)
