@@ -617,6 +617,7 @@ def test_the_facade_modules_import_in_any_order(first: str) -> None:
 
     code = (f"import {first}\nfrom codemode.sandbox._preload import warm_lazy_state\nwarm_lazy_state()\n"
             "from codemode.sandbox.facades import FACADES\nprint(len(FACADES))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          check=False)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == len(FACADES)
