@@ -52,9 +52,19 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
              "cancelled when it ends; coroutine.send/throw and the Future/Task accessors are refused by "
              "the resolved-function guard, however they are reached (type(c).send, super(), aliases)"),
     AuditRow("asyncio-loop", "asyncio",
-             ("create_task", "ensure_future", "get_event_loop", "get_running_loop", "run", "Future", "Task"),
+             ("ensure_future", "get_event_loop", "get_running_loop", "run", "Future", "shield"),
              "hands out the event loop, futures and tasks (run_in_executor, subprocess_exec, ...)",
              "not exposed", exposed=False),
+    AuditRow("asyncio-coordination", "asyncio",
+             ("ALL_COMPLETED", "BoundedSemaphore", "Event", "FIRST_COMPLETED", "FIRST_EXCEPTION",
+              "InvalidStateError", "LifoQueue", "Lock", "PriorityQueue", "Queue", "QueueEmpty", "QueueFull",
+              "Semaphore", "Task", "TaskGroup", "Timeout", "create_task", "timeout", "wait"),
+             "real tasks, queues, locks, events, task groups and timeouts hold the event loop and its "
+             "futures (q._get_loop(), task.get_loop(), task.get_coro()); their methods return host "
+             "coroutines",
+             "wrappers keep the real object in a _-slot (unreadable) and return SafeAwaitables; "
+             "create_task/wait/TaskGroup record every task in the run's registry (cancelled when the run "
+             "ends); asend/athrow objects' send/throw are refused like coroutine.send"),
     # -- base64 ----------------------------------------------------------------------------------------
     AuditRow("base64-codecs", "base64", ("*",),
              "byte and text transforms (binascii in C, a85/b85 in Python); no names, no callbacks",
@@ -75,6 +85,12 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
              "containers; defaultdict calls default_factory, ChainMap/Counter/dict subclasses call "
              "__missing__ of the program's class",
              "instances are the program's; a class statement cannot define __missing__ (policy)"),
+    AuditRow("collections-abc", "collections", ("abc",),
+             "the collections.abc facade (see its row)", "a facade, never the real module"),
+    AuditRow("collections-abc-classes", "collections.abc", ("*",),
+             "ABCs: register() adds to a process-wide registry; mixin methods (Mapping.get, Set.__or__, "
+             "MutableMapping.update, Coroutine.close) call the subclass's own methods",
+             "register of a host ABC is refused (resolved-function guard); " + _PROGRAM_CODE),
     AuditRow("collections-namedtuple-api", "collections", ("namedtuple",),
              "_asdict/_replace/_make/_fields/_field_defaults on any namedtuple, host ones included "
              "(DecimalTuple, CacheInfo, LinearRegression): _field_defaults is the class's own dict",
@@ -193,10 +209,12 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
     # -- operator --------------------------------------------------------------------------------------
     AuditRow("operator-functions", "operator", ("*",),
              "C; call the operands' protocol methods (__index__, __length_hint__, __getitem__ ...)",
-             "program classes define only __init__, comparisons, __contains__, __repr__, __str__"),
+             "program classes define only the protocol hooks the policy lists (EXTRA_METHOD_NAMES): never "
+             "__index__, __length_hint__'s host callers get program code run under the policy"),
     AuditRow("operator-attribute-callers", "operator", ("attrgetter", "methodcaller"),
              "getattr in C with program-chosen names (methodcaller('format', ...) included)",
-             "not exposed", exposed=False),
+             "the facade's attrgetter/methodcaller resolve every (dotted) name with guarded_getattr, so "
+             "they read exactly what obj.name in the program reads (str.format comes back guarded)"),
     AuditRow("operator-writes", "operator", ("delitem", "iadd", "setitem"),
              "item writes and in-place operators that skip _write_",
              "not exposed", exposed=False),
@@ -257,6 +275,101 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
              "UUID instances are immutable; " + _PROGRAM_CODE),
     AuditRow("uuid-node", "uuid", ("getnode", "uuid1"),
              "may spawn processes and read the host's hardware address", "not exposed", exposed=False),
+    # -- the wider stdlib -------------------------------------------------------------------------------
+    AuditRow("abc-abstractmethod", "abc", ("abstractmethod",),
+             "sets __isabstractmethod__ on the function it is given (a host function's is process-wide)",
+             "program functions only (also under classmethod/staticmethod)"),
+    AuditRow("abc-classes", "abc", ("*",),
+             "ABCMeta builds the class of a program's class statement; register() adds to a registry",
+             "the class is the program's (ClassFactory); register of a host ABC is refused"),
+    AuditRow("abc-metaclass", "abc", ("ABCMeta", "get_cache_token", "update_abstractmethods"),
+             "ABCMeta(name, bases, namespace) builds a class from any namespace dict (dunders included)",
+             "not exposed", exposed=False),
+    AuditRow("array-values", "array", ("*",),
+             "C arrays; fromfile/tofile read and write file objects",
+             "instances are the program's; no file object is reachable"),
+    AuditRow("calendar-text", "calendar", ("*",),
+             "text and HTML calendars from numbers; calendar()/month() use a module-level TextCalendar",
+             "setfirstweekday (process-wide), the locale calendars and the print helpers are left out"),
+    AuditRow("calendar-global", "calendar", ("LocaleTextCalendar", "prcal", "prmonth", "setfirstweekday"),
+             "set the process-wide first weekday or locale, print to the worker's stdout",
+             "not exposed", exposed=False),
+    AuditRow("contextlib-managers", "contextlib", ("*",),
+             "call program generators, callbacks and the __enter__/__exit__ (async too) of the objects "
+             "they are given",
+             _PROGRAM_CODE + "; redirect_stdout/chdir (process-wide) are left out"),
+    AuditRow("contextlib-process", "contextlib", ("chdir", "redirect_stderr", "redirect_stdout"),
+             "change the working directory or the process's standard streams", "not exposed", exposed=False),
+    AuditRow("csv-io", "csv", ("*",),
+             "C reader/writer iterate program iterables and call .write of a program object; DictWriter "
+             "reads row dicts by field name; Sniffer runs regexes",
+             "the iterables and file-like objects are the program's (io.StringIO)"),
+    AuditRow("csv-registry", "csv", ("field_size_limit", "get_dialect", "list_dialects", "register_dialect",
+                                     "unregister_dialect"),
+             "the dialect registry and the field size limit are process-wide state",
+             "not exposed", exposed=False),
+    AuditRow("difflib-sequences", "difflib", ("*",),
+             "SequenceMatcher calls isjunk; HtmlDiff %-formats text into fixed templates",
+             _PROGRAM_CODE + "; the templates are the host's, the values program text"),
+    AuditRow("fnmatch-patterns", "fnmatch", ("*",),
+             "translate patterns to regexes, cached process-wide", "the cache holds compiled patterns only"),
+    AuditRow("graphlib-sorter", "graphlib", ("*",),
+             "hashes program nodes and calls their __eq__/__hash__", _PROGRAM_CODE),
+    AuditRow("html-escape", "html", ("*",), "text transforms", "nothing program-named is looked up"),
+    AuditRow("io-buffers", "io", ("*",),
+             "in-memory text and byte buffers", "the file classes and open() are left out"),
+    AuditRow("io-files", "io", ("FileIO", "TextIOWrapper", "open", "open_code"),
+             "open files", "not exposed", exposed=False),
+    AuditRow("numbers-abcs", "numbers", ("*",),
+             "ABCs; register() adds to a process-wide registry",
+             "register of a host ABC is refused (resolved-function guard); subclasses are the program's"),
+    AuditRow("os-path", "os", ("*",),
+             "pure path functions and separators", "nothing that reads the file system, the environment or "
+                                                   "the working directory is exposed"),
+    AuditRow("os-path-pure", "os.path", ("*",),
+             "pure string functions of posixpath", "abspath/relpath (getcwd), expanduser/expandvars "
+                                                   "(environment) and every file-system query are left out"),
+    AuditRow("os-system", "os", ("environ", "getcwd", "listdir", "open", "system"),
+             "the environment, the file system, processes", "not exposed", exposed=False),
+    AuditRow("os-path-system", "os.path",
+             ("abspath", "exists", "expanduser", "expandvars", "getsize", "isdir", "isfile", "realpath",
+              "relpath"),
+             "read the file system, the working directory or the environment", "not exposed", exposed=False),
+    AuditRow("pathlib-pure", "pathlib", ("*",),
+             "pure path arithmetic", "the concrete Path classes (file access) are left out"),
+    AuditRow("pathlib-concrete", "pathlib", ("Path", "PosixPath", "WindowsPath"),
+             "read and write files", "not exposed", exposed=False),
+    AuditRow("pprint-output", "pprint", ("*",),
+             "repr() of the object graph; pprint() writes to sys.stdout (the worker's)",
+             "PrettyPrinter/pprint/pp without stream= print through the run's print; " + _PROGRAM_CODE),
+    AuditRow("secrets-tokens", "secrets", ("*",), "os.urandom", "no names, no callbacks"),
+    AuditRow("shlex-split", "shlex", ("*",),
+             "split(None) reads standard input; the shlex class's sourcehook opens files",
+             "split requires a str; the shlex class is left out"),
+    AuditRow("shlex-class", "shlex", ("shlex",), "sourcehook() opens files", "not exposed", exposed=False),
+    AuditRow("struct-pack", "struct", ("*",),
+             "C packing; pack_into writes into a buffer; the Struct cache is process-wide",
+             "buffers are the program's; the cache holds immutable Structs"),
+    AuditRow("time-clock", "time", ("*",),
+             "clocks and C calendar conversions; strptime imports _strptime; sleep blocks the worker's "
+             "event loop",
+             "sleep raises and points at asyncio.sleep; tzname is a tuple copy"),
+    AuditRow("types-namespaces", "types", ("*",),
+             "SimpleNamespace(**kwargs) stores program-chosen names in an instance dict; "
+             "MappingProxyType is a read-only view",
+             "dunder keys are shadowed by object's data descriptors and unreadable (policy); the "
+             "instances are the program's"),
+    AuditRow("unicodedata-tables", "unicodedata", ("*",), "C table lookups", "no names, no callbacks"),
+    AuditRow("urllib-parse", "urllib", ("*",), "the parse submodule", "see urllib.parse"),
+    AuditRow("urllib-parse-functions", "urllib.parse", ("*",),
+             "text transforms; urlencode calls quote_via; urlsplit keeps a process-wide cache",
+             "quote_via is a program callable or a reviewed one; the cache holds immutable results"),
+    AuditRow("zlib-codecs", "zlib", ("*",), "C compression", "no names, no callbacks"),
+    AuditRow("zoneinfo-zones", "zoneinfo", ("*",),
+             "ZoneInfo(key) reads a file under the TZPATH and caches it process-wide; from_file reads a file "
+             "object; clear_cache/no_cache change the cache",
+             "the common zones are read once before the worker gives up its file system and handed out "
+             "by key; from_file/no_cache/clear_cache raise; type(zone) is the facade's class"),
     # -- builtins --------------------------------------------------------------------------------------
     AuditRow("builtins-attributes", "builtins", ("delattr", "getattr", "hasattr", "setattr"),
              "attribute access by program-chosen (computed) names",
@@ -286,7 +399,13 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
     AuditRow("builtins-formatting", "builtins", ("ascii", "format", "repr", "str"),
              "call __format__/__repr__/__str__ of the object; format specs are parsed, never walked",
              "a class statement may define __repr__/__str__ (program code), not __format__; str.format "
-             "itself is refused"),
+             "comes back as the guarded formatter (see the next row)"),
+    AuditRow("builtins-str-format", "builtins", ("str",),
+             "str.format/format_map resolve '{0.name}' fields with getattr in C, by program text",
+             "every route to them (s.format, str.format, super(), aliases, methodcaller) gives the "
+             "guarded formatter: text without attribute fields goes to the real method (item lookups "
+             "and __format__ only), text with them to a Formatter whose attribute steps are "
+             "guarded_getattr"),
     AuditRow("builtins-values", "builtins", ("*",),
              "C types and arithmetic; call the operands' protocol methods",
              "program classes define only __init__, comparisons, __contains__, __repr__, __str__, "
@@ -306,9 +425,15 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
              "the classes' metaclass refuses calls, writes (setattr/delattr, from host code too) and "
              "subclasses; instances have no __dict__ and no slots; __dict__, __class__ and "
              "type.__setattr__ are _-names; vars and gc are not there"),
+    AuditRow("builtins-introspection", "builtins", ("dir", "vars"),
+             "dir() lists every name of an object (dunders, host privates); vars() hands out an object's "
+             "real __dict__ (a host module's or class's namespace, writable)",
+             "guarded_dir lists the names a program can read (facade members; _x names on its own "
+             "objects); guarded_vars answers only for objects and classes of the program (a class gives "
+             "a copy without dunders) and SimpleNamespace"),
     AuditRow("builtins-left-out", "builtins",
-             ("breakpoint", "compile", "dir", "eval", "exec", "globals", "help", "input", "locals",
-              "memoryview", "open", "vars"),
+             ("breakpoint", "compile", "eval", "exec", "globals", "help", "input", "locals",
+              "memoryview", "open"),
              "evaluation of text, the interpreter's namespaces, files and the terminal",
              "not exposed", exposed=False),
 )

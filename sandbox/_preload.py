@@ -105,7 +105,8 @@ def _read(source: str) -> _Stored:
 
 def warm_lazy_state() -> None:
     """Run, once, what initialises state lazily from files: OpenSSL's hash providers, the local time
-    zone, the idna codec and strptime's locale tables (and ``_datetime``'s handle on ``_strptime``)."""
+    zone, the idna codec, strptime's locale tables (and ``_datetime``'s handle on ``_strptime``) and the
+    ``zoneinfo`` facade's time zones."""
     import datetime
     import hashlib
     import time
@@ -116,6 +117,9 @@ def warm_lazy_state() -> None:
     time.localtime()
     "sandbox.example".encode("idna")
     datetime.datetime.strptime("2000-01-02 03:04", "%Y-%m-%d %H:%M")
+    from ._stdlib_facades import load_zones  # (the zoneinfo facade's time zones)
+
+    load_zones()
 
 
 class AfterPivot(importlib.abc.MetaPathFinder, importlib.abc.Loader):

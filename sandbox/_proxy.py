@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NoReturn
 
+from .boundary import json_ready
 from .errors import ToolCallFailure
 from .facades import SafeAwaitable
 from .lossless import LosslessJsonError, snapshot
@@ -23,9 +24,13 @@ CallTool = Callable[[str, Any], Awaitable[Any]]
 
 
 class ToolCallError(Exception):
-    """A tool call failed: ``tool_name`` says which, ``code`` the host's error code, ``str(err)`` why."""
+    """A tool call failed: ``tool_name`` says which, ``code`` the host's error code, ``str(err)`` why.
 
-    def __init__(self, tool_name: str, code: str, message: str) -> None:
+    Programs may raise their own (``raise ToolCallError("no results")``); ``tool_name`` and ``code``
+    are then optional keywords (``""`` and ``"PROGRAM"`` by default).
+    """
+
+    def __init__(self, message: object = "", *, tool_name: str = "", code: str = "PROGRAM") -> None:
         super().__init__(message)
         self.tool_name = tool_name
         self.code = code
@@ -74,7 +79,7 @@ class ToolBinding(_Sealed):
         if not isinstance(arguments, dict):
             raise TypeError(f"tools.{name}() expects a dict of arguments, not {type(arguments).__name__!r}")
         try:
-            arguments = snapshot(arguments, root="args")
+            arguments = snapshot(json_ready(arguments, "args"), root="args")
         except LosslessJsonError as exc:
             raise TypeError(f"arguments of tools.{name}() must be lossless JSON: {exc}") from None
         call_tool: CallTool = object.__getattribute__(self, "_call_tool")
@@ -83,7 +88,7 @@ class ToolBinding(_Sealed):
             try:
                 return await call_tool(name, arguments)
             except ToolCallFailure as failure:
-                raise ToolCallError(name, failure.code, failure.message) from None
+                raise ToolCallError(failure.message, tool_name=name, code=failure.code) from None
 
         return SafeAwaitable(invoke, f"tools.{name}(...)")
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import ClassVar, Final
 
+from .guards import is_private_name
 from .policy import ENTRY_NAME, NO_VALUE_NAME, RESERVED_GLOBALS, ProgramPolicy
 
 __all__ = (
@@ -130,7 +131,7 @@ class _TopLevelNames(ast.NodeVisitor):
         self.names: dict[str, None] = {}
 
     def _bind(self, name: str) -> None:
-        if not name.startswith("_") and name not in RESERVED_GLOBALS:
+        if (not name.startswith("_") or is_private_name(name)) and name not in RESERVED_GLOBALS:
             self.names[name] = None
 
     def visit_Name(self, node: ast.Name) -> None:

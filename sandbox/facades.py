@@ -7,10 +7,10 @@ were reviewed one by one. The rules behind the lists:
 * Functions and classes of the allowed modules are fine to hand in when everything they can return is a
   fresh value, a program callable's result, or another reviewed object: their ``__globals__``,
   ``__self__`` and ``__module__`` are ``_``-names and unreachable.
-* Left out, because they bypass a guard or reach the host: ``operator.attrgetter``/``methodcaller``
-  (C-level ``getattr``), ``operator.setitem``/``delitem`` and the in-place operators (writes that skip
-  ``_write_``), ``typing.get_type_hints``/``ForwardRef`` (``eval`` of strings), ``string.Formatter``
-  (attribute walks in C), ``uuid.uuid1``/``getnode`` (may spawn processes), ``hashlib.file_digest``,
+* Left out, because they bypass a guard or reach the host: ``operator.setitem``/``delitem`` and the
+  in-place operators (writes that skip ``_write_``), ``typing.get_type_hints``/``ForwardRef`` (``eval``
+  of strings), ``string.Formatter`` (attribute walks in C), ``uuid.uuid1``/``getnode`` (may spawn
+  processes), ``hashlib.file_digest``,
   ``decimal.DefaultContext`` and friends (shared mutable contexts), ``enum.EnumMeta``,
   ``dataclasses.make_dataclass``, ``json``'s ``cls=`` hook, ``asyncio`` everything but the members below.
 * Mutable module constants are handed in as immutable copies (``hashlib.algorithms_available``,
@@ -31,6 +31,11 @@ were reviewed one by one. The rules behind the lists:
   reseeded for every run (the host's global generator is not reachable).
 * The audit of every entry point, what it reaches in the real stdlib and how it is guarded, is
   :mod:`codemode.sandbox._audit` (one escape test per row).
+* The wider standard library (``csv``, ``io``, ``time``, ``os.path``, the asyncio coordination
+  primitives, ``operator.attrgetter``/``methodcaller`` through the attribute guard, ...) is declared in
+  :mod:`codemode.sandbox._stdlib_facades`. ``import os.path`` binds the ``os`` facade (which holds only
+  ``path`` and the separators); the stdlib's C code importing ``time`` or ``_strptime`` for itself (a
+  list ``fromlist``, which programs never pass) gets the real module.
 * ``asyncio`` returns :class:`SafeAwaitable` objects only: a program never holds a real Future, Task,
   event loop or a coroutine of host code. Tasks started for ``gather``/``as_completed`` are recorded in
   the run's :class:`TaskRegistry`, which the executor cancels when the run ends (nothing outlives it);
@@ -58,6 +63,7 @@ import fractions
 import functools
 import hashlib
 import heapq
+import importlib
 import itertools
 import json
 import math
@@ -290,11 +296,14 @@ class TaskRegistry:
         self._tasks: dict[asyncio.Task[Any], Coroutine[Any, Any, Any]] = {}
         self._closed = False
 
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    def spawn(self, coro: Coroutine[Any, Any, Any],
+              start: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]] = asyncio.ensure_future,
+              ) -> asyncio.Task[Any]:
+        """Run ``coro`` as a task of this run (``start`` makes the task: a task group's, say)."""
         if self._closed:
             coro.close()
             raise RuntimeError("asyncio helpers are only available while a program runs")
-        task = asyncio.ensure_future(_contained(coro))
+        task = start(_contained(coro))
         self._tasks[task] = coro
         task.add_done_callback(self._finished)
         return task
@@ -323,12 +332,14 @@ CURRENT_TASKS: contextvars.ContextVar[TaskRegistry | None] = contextvars.Context
     "codemode_sandbox_tasks", default=None)
 
 
-def _spawn(coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+def _spawn(coro: Coroutine[Any, Any, Any],
+           start: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]] = asyncio.ensure_future,
+           ) -> asyncio.Task[Any]:
     registry = CURRENT_TASKS.get()
     if registry is None:
         coro.close()
         raise RuntimeError("asyncio helpers are only available while a program runs")
-    return registry.spawn(coro)
+    return registry.spawn(coro, start)
 
 
 def _number(value: object, what: str, *, optional: bool = False) -> float | None:
@@ -698,7 +709,7 @@ _HASHLIB: Final = (
 
 def _build_facades() -> dict[str, ModuleFacade]:
     decimal_members = _pick(decimal, [n for n in _DECIMAL if n != "BasicContext"])
-    members: dict[str, dict[str, object]] = {
+    members: dict[str, Any] = {
         "asyncio": {"CancelledError": asyncio.CancelledError, "TimeoutError": TimeoutError,
                     **_present("asyncio", as_completed=_as_completed, gather=_gather, sleep=_sleep,
                                wait_for=_wait_for)},
@@ -746,7 +757,15 @@ def _build_facades() -> dict[str, ModuleFacade]:
         "uuid": _pick(uuid, ("NAMESPACE_DNS", "NAMESPACE_OID", "NAMESPACE_URL", "NAMESPACE_X500", "UUID",
                              "uuid3", "uuid4", "uuid5")),
     }
-    return {name: ModuleFacade(name, table) for name, table in members.items()}  # type: ignore[call-arg]
+    from ._stdlib_facades import extra_members
+
+    for name, table in extra_members().items():
+        if isinstance(table, dict) and name in members:
+            members[name] = {**members[name], **table}
+        else:
+            members[name] = table
+    return {name: table if isinstance(table, ModuleFacade) else ModuleFacade(name, table)  # type: ignore[call-arg]
+            for name, table in members.items()}
 
 
 #: One facade per allowed module name (built once per process; they are immutable).
@@ -755,11 +774,21 @@ FACADES: Final[Mapping[str, ModuleFacade]] = types.MappingProxyType(_build_facad
 ALLOWED_MODULES: Final[tuple[str, ...]] = tuple(sorted(FACADES))
 
 
+#: Modules the stdlib's C code imports for itself while a program runs (see :func:`guarded_import`).
+_INTERNAL_IMPORTS: Final = frozenset({"time", "_strptime"})
+
+
 def guarded_import(name: object, globals: object = None, locals: object = None,
                    fromlist: object = (), level: object = 0) -> ModuleFacade:
     """``__import__`` for programs: a facade for an allowed name, ImportError naming the list otherwise."""
     if level != 0:
         raise ImportError("relative imports are not available in the sandbox")
+    if type(name) is str and type(fromlist) is list and name in _INTERNAL_IMPORTS:
+        # (C code of the stdlib importing what it needs: datetime imports time, strptime _strptime.
+        # Programs' own imports pass None or a tuple as fromlist; the module goes to that C code only.)
+        return importlib.import_module(name)  # type: ignore[return-value]
+    if type(name) is str and "." in name and not fromlist and name in FACADES:
+        name = name.partition(".")[0]  # (import os.path binds os)
     facade = FACADES.get(name) if type(name) is str else None
     if facade is None:
         raise ImportError(f"module {name!r} is not available in the sandbox; "

@@ -49,20 +49,32 @@ Why each guard exists:
 * The iteration hook is the builtin ``iter`` (nothing reachable needs an iteration check), so the C
   helpers that iterate (``sorted``, ``zip``, ``list`` ...) are equivalent to guarded versions and are
   handed in as they are. ``exec``, ``eval``, ``compile``, ``open``, ``input``, ``breakpoint``, ``help``,
-  ``globals``, ``vars``, ``locals``, ``dir`` and ``memoryview`` are simply not there.
+  ``globals``, ``locals`` and ``memoryview`` are simply not there; ``dir`` and ``vars`` are
+  :func:`guarded_dir`/:func:`guarded_vars` (the program's own objects only).
+* ``_private`` names (:func:`is_private_name`) are readable and writable on objects of classes the
+  program defined whose every base is the program's or a ``builtins`` type (:func:`private_access_ok`):
+  whatever such a name resolves to, the program put there. A subclass of a host class does not qualify
+  (its instances hold the host class's private state: an event loop, a module).
+* ``str.format``/``format_map`` resolve to a guarded formatter
+  (:class:`codemode.sandbox._formatting.SafeFormat`) however they are reached; the real methods stay in
+  the forbidden table, so nothing else can hand them out.
 """
 
 from __future__ import annotations
 
 import abc
+import array
 import asyncio
 import builtins
 import collections
+import collections.abc
 import decimal
 import keyword
+import numbers
 import string
 import textwrap
 import types
+import typing
 import unicodedata
 import weakref
 from asyncio import futures, tasks
@@ -71,6 +83,8 @@ from typing import Any, Final, NoReturn
 
 from RestrictedPython.Guards import safe_builtins
 from RestrictedPython.transformer import INSPECT_ATTRIBUTES
+
+from ._formatting import make_formats
 
 __all__ = (
     "GUARDED_ATTRIBUTES",
@@ -89,14 +103,19 @@ __all__ = (
     "check_resolved",
     "forbidden_reason",
     "guarded_delattr",
+    "guarded_dir",
     "guarded_getattr",
     "guarded_hasattr",
     "guarded_setattr",
     "guarded_super_init",
+    "guarded_vars",
+    "is_private_name",
     "is_program_class",
     "is_program_function",
+    "private_access_ok",
     "register_program_class",
     "write_guard",
+    "write_private_guard",
 )
 
 #: Key set to ``True`` in every program globals dict; marks functions a program defined.
@@ -108,8 +127,11 @@ _FORMATTER_NAMES: Final = frozenset({"format", "get_field", "get_value", "vforma
 _COROUTINE_NAMES: Final = frozenset({"send", "throw"})
 _ASYNCIO_NAMES: Final = frozenset({"get_loop", "get_stack", "print_stack", "get_coro", "get_context"})
 
-#: ``_``-names a program may read on any object: they are plain strings (``type(err).__name__``).
-READABLE_NAMES: Final = frozenset({"__name__", "__qualname__"})
+#: ``_``-names a program may read on any object: plain strings (``type(err).__name__``, ``f.__doc__``)
+#: an exception's cause and context (exceptions; their ``__traceback__`` stays refused) and an enum's
+#: ``__members__`` (a read-only mapping of its members).
+READABLE_NAMES: Final = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__cause__",
+                                   "__context__", "__members__"})
 #: The namedtuple API, ``_``-prefixed so as not to clash with field names: readable on namedtuple
 #: classes and instances only (checked at run time, so their loads go through ``_getattr_``).
 NAMEDTUPLE_NAMES: Final = frozenset({"_asdict", "_replace", "_make", "_fields", "_field_defaults"})
@@ -149,6 +171,19 @@ _COPY_DICT: Final = 2
 _PROGRAM_CLASSES: weakref.WeakSet[type] = weakref.WeakSet()
 
 
+def _async_generator_awaitables() -> tuple[type, ...]:
+    """The types of ``agen.asend(v)`` and ``agen.athrow(e)`` (their ``send``/``throw`` drive it by hand)."""
+    async def probe() -> Any:
+        yield None
+
+    generator = probe()
+    sending, throwing = generator.asend(None), generator.athrow(GeneratorExit)
+    kinds = (type(sending), type(throwing))
+    sending.close()
+    throwing.close()
+    return kinds
+
+
 def _forbidden_functions() -> tuple[tuple[object, str], ...]:
     """Every host function (or descriptor) a program may never hold, with the reason.
 
@@ -166,6 +201,8 @@ def _forbidden_functions() -> tuple[tuple[object, str], ...]:
     forbid(str, _FORMAT_NAMES, _WHY_FORMAT)
     forbid(string.Formatter, _FORMATTER_NAMES, _WHY_FORMATTER)
     forbid(types.CoroutineType, _COROUTINE_NAMES, _WHY_COROUTINE)
+    for owner in _async_generator_awaitables():  # (ag.asend(v).send(None) drives an async generator by hand)
+        forbid(owner, _COROUTINE_NAMES, _WHY_COROUTINE)
     # (asyncio.futures._PyFuture and asyncio.tasks._PyTask are the pure-Python twins of the C types)
     for owner in (asyncio.Future, asyncio.Task, futures._PyFuture, tasks._PyTask):  # type: ignore[attr-defined]
         forbid(owner, _ASYNCIO_NAMES, _WHY_ASYNCIO)
@@ -247,13 +284,22 @@ def check_resolved(value: Any, name: str) -> Any:
             return value
         for descriptor, reason in _FORBIDDEN_C_METHODS.get(value.__name__, ()):
             if isinstance(owner, descriptor.__objclass__) and descriptor.__get__(owner) == value:
-                _refuse(name, reason)
+                return _swap_or_refuse(value, name, reason)
         return value
     elif kind not in _SUSPECT_KINDS:
         return value
     why = forbidden_reason(value)
     if why is None:
         return value
+    return _swap_or_refuse(value, name, why)
+
+
+def _swap_or_refuse(value: object, name: str, why: str) -> Any:
+    """The guarded formatter for a refused ``str.format``/``format_map``, else the refusal."""
+    if name in _FORMAT_NAMES:
+        safe = _safe_format(value)
+        if safe is not None:
+            return safe
     _refuse(name, why)
 
 
@@ -284,6 +330,61 @@ def _is_namedtuple(obj: object) -> bool:
     return issubclass(cls, tuple) and type(getattr(cls, "_fields", None)) is tuple
 
 
+# -- private names of the program's own objects ------------------------------------------------------
+
+#: Host classes a program class may derive from and keep its ``_private`` attributes readable: they
+#: hold no instance state (``__slots__ = ()``) and their own ``_``-attributes are plain helper functions
+#: (``Set._from_iterable``, ``Set._hash``) or excluded ABC state (``_abc_impl``); ``builtins`` types are
+#: checked by module.
+_PLAIN_BASES: Final[frozenset[type]] = frozenset({
+    typing.Generic, typing.Protocol, abc.ABC,
+    *(getattr(collections.abc, name) for name in collections.abc.__all__),
+    numbers.Number, numbers.Complex, numbers.Real, numbers.Rational, numbers.Integral,
+})
+_plain_classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+_WHY_DUNDER: Final = ("dunder attributes are Python internals; use type(x), x.__name__, vars(obj) or "
+                      "dir(obj), or a \"_name\" attribute on your own objects")
+_WHY_PRIVATE: Final = ('names starting with "_" are private (a program may use "_name" attributes on objects '
+                       "of classes it defined)")
+
+
+#: ``_x`` names that are not the program's: RestrictedPython's print collector and the namedtuple API.
+_NOT_PRIVATE: Final = frozenset({"_print", "_source"}) | NAMEDTUPLE_NAMES
+
+
+def is_private_name(name: str) -> bool:
+    """Whether ``name`` is a program's private name: ``_x`` (not ``__x``, not ``_x_``, not the hooks').
+
+    Names starting with two underscores (dunders, mangled names) and names ending with ``_`` (the
+    sandbox's hooks ``_getattr_``, ``_write_`` ..., enum's ``_value_``) stay reserved.
+    """
+    return (len(name) > 1 and name[0] == "_" and name[1] != "_" and name[-1] != "_"
+            and name not in _NOT_PRIVATE and not name.startswith("_abc_"))
+
+
+def _is_plain_program_class(cls: type) -> bool:
+    """A program class whose every base is a program class, a ``builtins`` type or a plain ABC base."""
+    known = _plain_classes.get(cls)
+    if known is None:
+        known = cls in _PROGRAM_CLASSES and all(
+            klass in _PROGRAM_CLASSES or klass.__module__ == "builtins" or klass in _PLAIN_BASES
+            for klass in cls.__mro__)
+        _plain_classes[cls] = known
+    return known
+
+
+def private_access_ok(obj: object) -> bool:
+    """Whether a program may read and write ``_x`` names of ``obj``: its own plain objects and classes.
+
+    Every class in the MRO is the program's or a ``builtins`` type, so whatever a ``_x`` name
+    resolves to was put there by the program (no host class's private state, no host ``__init__``
+    that stored a loop or a module under a private name).
+    """
+    cls = obj if isinstance(obj, type) else type(obj)
+    return _is_plain_program_class(cls)
+
+
 def _check_read(obj: object, name: object) -> int:
     """Refuse a read by name (before any lookup); say how the read must be finished."""
     if type(name) is not str:
@@ -299,7 +400,11 @@ def _check_read(obj: object, name: object) -> int:
             return _PLAIN
         if name in NAMEDTUPLE_NAMES and _is_namedtuple(obj):
             return _COPY_DICT if name == "_field_defaults" else _PLAIN
-        _refuse(name, 'names starting with "_" are private')
+        # (on a class, only what its own MRO holds: not its metaclass's privates, ABCMeta's included)
+        if is_private_name(name) and private_access_ok(obj) and (
+                not isinstance(obj, type) or _resolve_in_classes(obj, name) is not _MISSING):
+            return _PLAIN
+        _refuse(name, _WHY_DUNDER if name.startswith("__") else _WHY_PRIVATE)
     if name in INSPECT_ATTRIBUTES:
         _refuse(name, _WHY_INTERNAL)
     if name.startswith(GUARDED_PREFIXES):
@@ -309,11 +414,11 @@ def _check_read(obj: object, name: object) -> int:
     return _PLAIN
 
 
-def _check_write(name: object) -> str:
+def _check_write(obj: object, name: object) -> str:
     if type(name) is not str:
         raise TypeError("attribute name must be a str")
-    if name.startswith("_"):
-        _refuse(name, 'names starting with "_" are private')
+    if name.startswith("_") and not (is_private_name(name) and private_access_ok(obj)):
+        _refuse(name, _WHY_PRIVATE)
     if name in INSPECT_ATTRIBUTES or name.startswith(GUARDED_PREFIXES):
         _refuse(name, _WHY_INTERNAL)
     return name
@@ -339,12 +444,36 @@ def guarded_getattr(obj: object, name: str, default: Any = _MISSING) -> Any:
         return default
     if finish == _COPY_DICT:
         return dict(value) if isinstance(value, dict) else value
+    if name in _FORMAT_NAMES:
+        safe = _safe_format(value)
+        if safe is not None:
+            return safe
     why = forbidden_reason(value)
     if why is None:
         return value
     if default is not _MISSING:
         return default
     _refuse(name, why)
+
+
+_STR_FORMAT: Final = str.__dict__["format"]
+_STR_FORMAT_MAP: Final = str.__dict__["format_map"]
+_SAFE_STR_FORMAT, _SAFE_STR_FORMAT_MAP, _bound_format = make_formats(guarded_getattr)
+
+
+def _safe_format(value: object) -> object | None:
+    """The guarded stand-in for ``str.format``/``format_map`` (unbound or bound), else ``None``."""
+    if value is _STR_FORMAT:
+        return _SAFE_STR_FORMAT
+    if value is _STR_FORMAT_MAP:
+        return _SAFE_STR_FORMAT_MAP
+    if type(value) is types.BuiltinMethodType:
+        owner: Any = getattr(value, "__self__", None)
+        if isinstance(owner, str):
+            for descriptor, use_map in ((_STR_FORMAT, False), (_STR_FORMAT_MAP, True)):
+                if descriptor.__get__(owner) == value:
+                    return _bound_format(owner, use_map)
+    return None
 
 
 def guarded_super_init(proxy: object) -> Any:
@@ -372,12 +501,12 @@ def guarded_hasattr(obj: object, name: str) -> bool:
 
 def guarded_setattr(obj: object, name: str, value: object) -> None:
     """``setattr`` for programs: a public name, on an object the program may write (:func:`write_guard`)."""
-    setattr(write_guard(obj), _check_write(name), value)
+    setattr(write_guard(obj), _check_write(obj, name), value)
 
 
 def guarded_delattr(obj: object, name: str) -> None:
     """``delattr`` for programs, with the checks of :func:`guarded_setattr`."""
-    delattr(write_guard(obj), _check_write(name))
+    delattr(write_guard(obj), _check_write(obj, name))
 
 
 # -- names a program hands to helpers that build classes -------------------------------------------
@@ -420,7 +549,7 @@ def check_code_name(name: object, where: str) -> str:
 # -- writes ----------------------------------------------------------------------------------------
 
 _WRITABLE_BASES: Final = (dict, list, set, bytearray, collections.deque, decimal.Context,
-                          textwrap.TextWrapper)
+                          textwrap.TextWrapper, array.array, types.SimpleNamespace)
 #: Exact types whose instances a program may always write: the builtin containers, every program
 #: class, and every other type :func:`write_guard` has found writable. The policy inlines the
 #: membership test (``type(x) in WRITABLE_TYPES``) for stores into a plain name, which is exactly the
@@ -439,7 +568,8 @@ class _ReadOnly:
 
     def _deny(self, *args: object) -> NoReturn:
         raise TypeError(f"cannot modify {object.__getattribute__(self, '_what')}: "
-                        "a program may only modify objects it created")
+                        "a program may only modify objects it created (make your own: a copy, or an "
+                        "instance of a class you define)")
 
     __setattr__ = __delattr__ = __setitem__ = __delitem__ = __getattr__ = __getitem__ = _deny
 
@@ -465,6 +595,15 @@ def register_program_class(cls: type) -> None:
 def is_program_function(fn: object) -> bool:
     """Whether ``fn`` is a plain function defined by a program (its globals carry the marker)."""
     return isinstance(fn, types.FunctionType) and fn.__globals__.get(PROGRAM_MARKER) is True
+
+
+def write_private_guard(obj: Any) -> Any:
+    """The store hook of ``obj._x = v``: ``obj`` when its private names are the program's, else a view
+    that refuses the write (see :func:`private_access_ok`)."""
+    if private_access_ok(obj):
+        return obj
+    return _ReadOnly(f"the private attributes of {_describe(obj)} (a program may set \"_name\" attributes "
+                     "only on objects of classes it defined)")
 
 
 def write_guard(obj: Any) -> Any:
@@ -577,13 +716,56 @@ class ClassFactory:
 # -- builtins --------------------------------------------------------------------------------------
 
 _EXTRA_BUILTINS: Final = (
-    "all", "any", "ascii", "bin", "bytearray", "bytes", "classmethod", "dict", "enumerate", "filter",
-    "format", "frozenset", "iter", "list", "map", "max", "min", "next", "object", "property", "reversed",
-    "set", "sorted", "staticmethod", "sum", "super", "tuple", "zip", "NotImplemented",
-    "ConnectionError", "FileExistsError", "FileNotFoundError", "ModuleNotFoundError", "PermissionError",
-    "RecursionError", "StopAsyncIteration", "TimeoutError",
+    "aiter", "all", "anext", "any", "ascii", "bin", "bytearray", "bytes", "classmethod", "dict", "enumerate",
+    "filter", "format", "frozenset", "iter", "list", "map", "max", "min", "next", "object", "property",
+    "reversed", "set", "sorted", "staticmethod", "sum", "super", "tuple", "zip", "NotImplemented",
+    "BaseExceptionGroup", "ExceptionGroup", "ConnectionError", "FileExistsError", "FileNotFoundError",
+    "ModuleNotFoundError", "PermissionError", "RecursionError", "StopAsyncIteration", "TimeoutError",
 )
 _REMOVED_BUILTINS: Final = ("_getattr_", "setattr", "delattr")
+
+
+def guarded_vars(*args: object) -> dict[str, Any]:
+    """``vars(obj)`` for programs: the ``__dict__`` of its own objects, a copy of its own classes'.
+
+    An instance of a class the program defined (every base the program's or a builtin type) or a
+    ``SimpleNamespace`` gives its real ``__dict__``, as in CPython; a program class gives a copy of its
+    namespace without dunders. Anything else is refused: a host object's ``__dict__`` is host state.
+    """
+    if len(args) != 1:
+        raise TypeError("vars() takes exactly one argument in the sandbox: vars(obj) of an object the "
+                        "program created (use dir(obj) for the names of other objects)")
+    obj = args[0]
+    if isinstance(obj, type):
+        if private_access_ok(obj):
+            return {name: value for name, value in obj.__dict__.items() if not name.startswith("__")}
+    elif private_access_ok(obj) or type(obj) is types.SimpleNamespace:
+        try:
+            namespace: dict[str, Any] = object.__getattribute__(obj, "__dict__")
+        except AttributeError:
+            raise TypeError("vars() argument must have __dict__ attribute") from None
+        return namespace
+    raise TypeError(f"vars() is available for objects of classes the program defined, not "
+                    f"{_describe(obj)}; use dir(obj) for the names you can read")
+
+
+def guarded_dir(*args: object) -> list[str]:
+    """``dir(obj)`` for programs: the sorted names of ``obj`` a program can read (no dunders).
+
+    A module facade lists its members; other objects list their public names, and ``_x`` names on
+    the program's own objects.
+    """
+    if len(args) != 1:
+        raise TypeError("dir() takes exactly one argument in the sandbox: dir(obj)")
+    obj = args[0]
+    from .facades import ModuleFacade
+
+    if isinstance(obj, ModuleFacade):
+        members: Any = object.__getattribute__(obj, "_facade_members")
+        return sorted(members)
+    own = private_access_ok(obj)
+    return [name for name in dir(obj)
+            if not name.startswith("_") or (own and is_private_name(name))]
 
 
 def build_safe_builtins(import_: Callable[..., Any]) -> dict[str, Any]:
@@ -596,6 +778,8 @@ def build_safe_builtins(import_: Callable[..., Any]) -> dict[str, Any]:
         "hasattr": guarded_hasattr,
         "setattr": guarded_setattr,
         "delattr": guarded_delattr,
+        "dir": guarded_dir,
+        "vars": guarded_vars,
         "type": SafeType,
         "__import__": import_,
     })

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ._proxy import ToolCallError, ToolsProxy
+from ._stdlib_facades import CURRENT_PRINT
+from .boundary import json_ready
 from .compiler import (
     CompileDiagnostics,
     CompiledProgram,
@@ -46,6 +48,7 @@ from .guards import (
     guarded_getattr,
     guarded_super_init,
     write_guard,
+    write_private_guard,
 )
 from .lossless import LosslessJsonError, escape_lone_surrogates, lone_surrogate, snapshot
 from .policy import (
@@ -57,6 +60,7 @@ from .policy import (
     TYPE_NAME,
     TYPE_OF_NAME,
     WRITABLE_TYPES_NAME,
+    WRITE_PRIVATE_NAME,
 )
 
 __all__ = (
@@ -227,6 +231,7 @@ def _install(namespace: dict[str, Any], printer: _Printer, tools: ToolsProxy) ->
         TYPE_OF_NAME: TYPE_OF,
         SAFE_TYPE_NAME: SafeType,
         SUPER_INIT_NAME: guarded_super_init,
+        WRITE_PRIVATE_NAME: write_private_guard,
         WRITABLE_TYPES_NAME: WRITABLE_TYPES,
         "_print_": _PrintFactory(printer),
         NO_VALUE_NAME: _NO_VALUE,
@@ -240,7 +245,7 @@ def _result(value: object) -> ProgramOutcome:
     if value is _NO_VALUE:
         return ProgramOutcome(value=None, has_value=False)
     try:
-        clean = snapshot(value, root="result")
+        clean = snapshot(json_ready(value, "result"), root="result")
     except LosslessJsonError as exc:
         return ProgramOutcome(None, False, "invalid-output",
                               f"the program's result is not lossless JSON: {exc}")
@@ -266,12 +271,17 @@ async def run_program(compiled: CompiledProgram, *, tool_names: Sequence[str],
     ``globals_`` is the program's global namespace; pass the same dict to successive runs for notebook
     semantics (top-level names persist). ``call_tool(name, args)`` serves ``await tools.NAME(...)``; a
     :class:`~codemode.sandbox.errors.ToolCallFailure` it raises reaches the program as ``ToolCallError``.
+
+    The program runs in the calling task, as the worker's own task does. An in-process caller that
+    keeps cancel scopes of its own in that task (anyio, say) runs it in a task of its own: a program's
+    ``asyncio.TaskGroup`` cancels its parent task when a child fails, as CPython's does.
     """
     namespace: dict[str, Any] = {} if globals_ is None else globals_
     printer = _Printer(log, log_cap_bytes)
     _install(namespace, printer, ToolsProxy(tool_names, call_tool))
     registry = TaskRegistry()
     scope = ProgramScope(registry)
+    print_token = CURRENT_PRINT.set(printer._call_print)
     try:
         try:
             exec(compiled.code, namespace)
@@ -297,6 +307,7 @@ async def run_program(compiled: CompiledProgram, *, tool_names: Sequence[str],
         except MemoryError:
             return ProgramOutcome(None, False, "memory-limit", "MemoryError: while checking the result")
     finally:
+        CURRENT_PRINT.reset(print_token)
         scope.close()
         printer.flush()
         TYPE_OF.clear()  # (it would keep this run's classes, and through them its globals, alive)

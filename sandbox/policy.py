@@ -1,15 +1,20 @@
 """The language policy: RestrictedPython's transformer, extended for async programs and made fast.
 
-:class:`ProgramPolicy` subclasses RestrictedPython's ``RestrictingNodeTransformer``. Everything the base
-class rejects stays rejected (``match``, ``nonlocal``, ``except*``, ``_``-names, ``exec``/``eval`` calls,
-unknown node types, ...). On top of it:
+:class:`ProgramPolicy` subclasses RestrictedPython's ``RestrictingNodeTransformer``. What the base class
+rejects stays rejected (``except*``, dunder names, ``exec``/``eval`` calls, unknown node types, ...),
+with a message that says what to use instead. On top of it, ordinary Python is admitted:
 
-* ``async def`` and ``await`` are admitted with exactly the name checks of ``def`` (the function name,
-  positional-only, regular, ``*args``, keyword-only and ``**kwargs`` parameters).
-* ``async for``, ``async with`` and async comprehensions (``comprehension.is_async``) are rejected with a
-  message that says what to use instead: nothing a program can reach implements the async iteration or
-  async context protocols, so admitting them would only half-work. ``yield`` inside an ``async def``
-  (async generators) and at the top level of a program is rejected for the same reason.
+* ``async def`` and ``await`` with exactly the name checks of ``def``; ``async for``, ``async with``,
+  async comprehensions and async generators (``yield`` at the top level of a program is refused).
+* ``match`` statements. A class pattern's keywords are attribute reads in C, so a keyword naming a
+  ``_``-name or a name the attribute guard checks (:func:`needs_guarded_getattr`) is refused; value
+  patterns may not name such attributes either. Positional sub-patterns read ``__match_args__``, which
+  only the program's dataclasses and namedtuples (checked field names) and host value types define.
+* ``nonlocal``; ``_private`` names (:func:`codemode.sandbox.guards.is_private_name`: one leading
+  underscore, not ending in ``_``) as variables, parameters, functions and classes. ``obj._x`` loads go
+  through ``_getattr_`` and stores through the private write hook (:data:`WRITE_PRIVATE_NAME`), which
+  admit them on the program's own objects only.
+* Protocol methods in class bodies (:data:`EXTRA_METHOD_NAMES`).
 * ``tools`` and ``ToolCallError`` cannot be rebound at the top level (or through ``global``): later code,
   and later runs of a persistent session, rely on them.
 * Annotated assignments are admitted (dataclasses need them); at the top level of a program, where names
@@ -49,11 +54,18 @@ import ast
 import copy
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
-from RestrictedPython.transformer import INSPECT_ATTRIBUTES, RestrictingNodeTransformer
+from RestrictedPython.transformer import ALLOWED_FUNC_NAMES, INSPECT_ATTRIBUTES, RestrictingNodeTransformer
 
-from .guards import GUARDED_ATTRIBUTES, GUARDED_PREFIXES, NAMEDTUPLE_NAMES, READABLE_NAMES, RESOLVED_NAMES
+from .guards import (
+    GUARDED_ATTRIBUTES,
+    GUARDED_PREFIXES,
+    NAMEDTUPLE_NAMES,
+    READABLE_NAMES,
+    RESOLVED_NAMES,
+    is_private_name,
+)
 
 __all__ = (
     "CHECK_RESOLVED_NAME",
@@ -66,6 +78,7 @@ __all__ = (
     "TYPE_NAME",
     "TYPE_OF_NAME",
     "WRITABLE_TYPES_NAME",
+    "WRITE_PRIVATE_NAME",
     "WRITE_TEMP_NAME",
     "ProgramPolicy",
     "needs_guarded_getattr",
@@ -87,15 +100,73 @@ TYPE_OF_NAME = "_codemode_type_of_"
 CHECK_RESOLVED_NAME = "_codemode_check_resolved_"
 #: Hook that answers ``super().__init__`` (the one ``_``-attribute a program may load).
 SUPER_INIT_NAME = "_codemode_super_init_"
+#: Store hook of ``obj._private = v`` (:func:`codemode.sandbox.guards.write_private_guard`).
+WRITE_PRIVATE_NAME = "_codemode_write_private_"
 #: Special methods a class body may define on top of RestrictedPython's ``__init__``/comparisons:
 #: each is only ever called on the program's own objects, by code running in the program's budget.
-EXTRA_METHOD_NAMES = frozenset({"__post_init__", "__repr__", "__str__"})
+#: Protocol hooks (iteration, containers, context managers, arithmetic, ``async with``/``async for``)
+#: are called by the interpreter on the program's objects only; hooks that host code calls with
+#: privileges (copy and pickle protocols, ``__missing__``, ``__getattr__``, ``__set_name__``,
+#: ``__init_subclass__``, ``__format__``, ``__del__``, ``__new__``, descriptors) stay refused.
+EXTRA_METHOD_NAMES = frozenset({
+    "__post_init__", "__repr__", "__str__", "__hash__", "__bool__", "__len__", "__iter__", "__next__",
+    "__reversed__", "__getitem__", "__setitem__", "__delitem__", "__call__", "__enter__", "__exit__",
+    "__aenter__", "__aexit__", "__aiter__", "__anext__",
+    "__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__", "__pow__", "__matmul__",
+    "__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rfloordiv__", "__rmod__", "__rpow__",
+    "__neg__", "__pos__", "__abs__", "__and__", "__or__", "__xor__", "__invert__", "__rand__", "__ror__",
+    "__rxor__",
+})
 #: Host names a program may use but never rebind at the top level.
 RESERVED_GLOBALS = frozenset({"ToolCallError", "tools"})
 
 _FUNCTION_SCOPES = frozenset({"entry", "async", "sync"})
 _T_visit = ast.AST | Iterable[ast.AST] | None
 _Node = TypeVar("_Node", bound=ast.AST)
+
+
+def _private_attribute(attr: str) -> str:
+    return (f'"{attr}" cannot be used as an attribute in programs: names starting with "__" or of the form '
+            '"_x_" are Python and sandbox internals; use the public API (type(x), x.__name__, vars(obj) '
+            'and dir(obj) are available) or a "_x" name on your own objects')
+
+
+#: RestrictedPython's messages that do not say what to do, with what to do instead.
+_ALTERNATIVES: Final = (
+    ("TryStar statements are not allowed.",
+     "'except*' is not available in programs; use 'except ExceptionGroup as group' and inspect "
+     "group.exceptions"),
+    ('"*" imports are not allowed.',
+     '"from module import *" is not available in programs; import the names you use '
+     '("from math import sqrt, pi") or the module ("import math")'),
+    ('The keyword argument "metaclass" is not allowed.',
+     "class ...(metaclass=...) is not available in programs; derive from abc.ABC or enum.Enum, or use a "
+     "class decorator"),
+    ("Augmented assignment of attributes is not allowed.",
+     "augmented assignment to this attribute is not available; read it, compute, then assign "
+     "('x = obj.a; obj.a = x + 1')"),
+    ("Augmented assignment of object items and slices is not allowed.",
+     "augmented assignment to this item is not available; read it, compute, then assign"),
+    ("Unpacking in comprehensions is not allowed.",
+     "unpacking in comprehensions is not available; use a nested comprehension"),
+)
+
+
+def _with_alternative(info: str) -> str:
+    for old, new in _ALTERNATIVES:
+        if info == old:
+            return new
+    if info.endswith(" statements are not allowed."):
+        construct = info[:-len(" statements are not allowed.")]
+        return (f"{construct} is not available in programs; write it with ordinary statements (if/for/while, "
+                "functions, classes, try/except)")
+    if info.endswith('because it starts with "_".'):
+        name = info.split('"')[1]
+        return _private_attribute(name)
+    if info.endswith(" is a reserved name."):
+        return (f"{info[:-1]} in programs; choose another name (print() works as usual, printed output is "
+                "collected for you)")
+    return info
 
 
 def needs_guarded_getattr(name: str) -> bool:
@@ -169,7 +240,8 @@ class ProgramPolicy(RestrictingNodeTransformer):
     # -- diagnostics -------------------------------------------------------------------------------
 
     def error(self, node: ast.AST, info: str) -> None:
-        """Record a diagnostic with the program line of ``node``."""
+        """Record a diagnostic with the program line of ``node`` (RestrictedPython's say what to do)."""
+        info = _with_alternative(info)
         line = getattr(node, "lineno", None)
         self.diagnostics.append((line if isinstance(line, int) else 0, info))
         self.errors.append(info)
@@ -221,6 +293,13 @@ class ProgramPolicy(RestrictingNodeTransformer):
         """RestrictedPython's name rule, plus :data:`EXTRA_METHOD_NAMES` for methods of a class body."""
         if allow_magic_methods and self._defining_method and name in EXTRA_METHOD_NAMES:
             return
+        if name is not None and is_private_name(name):
+            return
+        if name is not None and name.startswith("_") and name != "_" and not (
+                allow_magic_methods and name in ALLOWED_FUNC_NAMES and getattr(node, "col_offset", 0) != 0):
+            self.error(node, f'"{name}" is not available as a name: names starting with "__" or of the form '
+                             '"_x_" are reserved for Python and the sandbox; use a name like "_x" or "x"')
+            return
         super().check_name(node, name, allow_magic_methods)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> _T_visit:
@@ -238,7 +317,9 @@ class ProgramPolicy(RestrictingNodeTransformer):
     def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> _T_visit:
         """Admit ``async def`` with the same name and parameter checks as ``def``."""
         self._check_rebinding(node, node.name)
+        self._defining_method = bool(self._scopes) and self._scopes[-1] == "class"
         self.check_name(node, node.name, allow_magic_methods=True)
+        self._defining_method = False
         self.check_function_argument_names(node)
         with self._scope("async"), self.print_info.new_print_scope():
             node = self.node_contents_visit(node)
@@ -282,50 +363,120 @@ class ProgramPolicy(RestrictingNodeTransformer):
         return self.node_contents_visit(node)
 
     def visit_AsyncFor(self, node: ast.AsyncFor) -> _T_visit:
-        """Reject ``async for``: nothing in the sandbox is an async iterator."""
-        self.error(node, "'async for' is not supported in programs; collect results with 'await "
-                         "asyncio.gather(...)' or iterate 'asyncio.as_completed(...)' with a plain for")
+        """Admit ``async for``: the iteration hooks are the interpreter's, called on the iterable."""
         return self.node_contents_visit(node)
 
     def visit_AsyncWith(self, node: ast.AsyncWith) -> _T_visit:
-        """Reject ``async with``: nothing in the sandbox is an async context manager."""
-        self.error(node, "'async with' is not supported in programs; use a plain 'with' or 'try/finally'")
+        """Admit ``async with``, as ``with``."""
         return self.node_contents_visit(node)
 
     def visit_comprehension(self, node: ast.comprehension) -> _T_visit:
-        """Iterate natively (see module docstring) and reject async comprehensions."""
-        if node.is_async:
-            self.error(node.target, "async comprehensions ('async for' inside brackets) are not supported; "
-                                    "use 'await asyncio.gather(*(f(x) for x in items))'")
+        """Iterate natively (see module docstring), async comprehensions included."""
         self._comprehensions += 1
         try:
             return self.node_contents_visit(node)
         finally:
             self._comprehensions -= 1
 
-    def _reject_async_generator(self, node: ast.Yield | ast.YieldFrom) -> None:
-        kind = self._scopes[-1] if self._scopes else "entry"
-        if kind == "entry":
-            self.error(node, "'yield' is not allowed at the top level of a program; use 'return'")
-        elif kind == "async":
-            self.error(node, "async generators ('yield' inside 'async def') are not supported; "
-                             "return a list instead")
-
     def visit_Yield(self, node: ast.Yield) -> _T_visit:
-        """Allow ``yield`` in plain functions only."""
-        self._reject_async_generator(node)
+        """Allow ``yield`` in functions (async generators included), not at the top level."""
+        if self._at_top_level():
+            self.error(node, "'yield' is not allowed at the top level of a program (it is the body of an "
+                             "async function); use 'return' with a list, or define a generator function")
         return self.node_contents_visit(node)
 
     def visit_YieldFrom(self, node: ast.YieldFrom) -> _T_visit:
-        """Allow ``yield from`` in plain functions only."""
-        self._reject_async_generator(node)
+        """Allow ``yield from`` in plain functions (CPython rejects it in async ones)."""
+        return self.visit_Yield(node)  # type: ignore[arg-type]
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> _T_visit:
+        """Allow ``nonlocal`` of names a program may bind."""
+        for name in node.names:
+            self.check_name(node, name)
+        return node
+
+    # -- match -------------------------------------------------------------------------------------
+
+    def visit_Match(self, node: ast.Match) -> _T_visit:
+        """Admit ``match``; class patterns are checked in :meth:`visit_MatchClass`."""
+        return self.node_contents_visit(node)
+
+    def visit_match_case(self, node: ast.match_case) -> _T_visit:
+        """A case: its pattern, guard and body."""
+        return self.node_contents_visit(node)
+
+    def visit_MatchValue(self, node: ast.MatchValue) -> _T_visit:
+        """A value pattern (``case 1``, ``case Color.RED``): the dotted name is read natively.
+
+        A value pattern is a literal or a dotted name, so only names that need no guard may appear in
+        it (a guarded or private name could not be rewritten into a call here).
+        """
+        for sub in ast.walk(node.value):
+            if isinstance(sub, ast.Attribute) and (needs_guarded_getattr(sub.attr)
+                                                   or sub.attr.startswith("_")):
+                self.error(node, f'"{sub.attr}" cannot be read in a match value pattern; bind the value to '
+                                 "a name first and use a guard ('case x if x == value')")
+                return node
+        return self.node_contents_visit(node)
+
+    def visit_MatchSingleton(self, node: ast.MatchSingleton) -> _T_visit:
+        """``case None`` / ``case True``."""
+        return node
+
+    def visit_MatchSequence(self, node: ast.MatchSequence) -> _T_visit:
+        """``case [a, b, *rest]``."""
+        return self.node_contents_visit(node)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> _T_visit:
+        """``case {"k": v, **rest}``: keys are literals or value patterns."""
+        if node.rest is not None:
+            self.check_name(node, node.rest)
+        for key in node.keys:
+            self.visit_MatchValue(ast.copy_location(ast.MatchValue(value=key), node))
+        for pattern in node.patterns:
+            self.visit(pattern)
+        return node
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> _T_visit:
+        """``case C(a, b, x=p)``: keyword patterns read attributes in C, so their names are checked.
+
+        A keyword names an attribute that ``getattr`` reads on the subject (an instance of ``C``):
+        names the guard would refuse or check (``_``-names, frame and code internals, ``format``,
+        ``obj`` ...) are refused here. Positional patterns read the names in ``C.__match_args__``,
+        which only the program's own dataclasses and namedtuples (checked field names) and host value
+        types set.
+        """
+        for name in node.kwd_attrs:
+            if name.startswith("_") or needs_guarded_getattr(name):
+                self.error(node, f'"{name}" cannot be matched as a keyword of a class pattern (the sandbox '
+                                 "refuses or checks reads of it); match 'case C() as x' and read it in the "
+                                 "body")
+        self.visit_MatchValue(ast.copy_location(ast.MatchValue(value=node.cls), node))
+        for pattern in [*node.patterns, *node.kwd_patterns]:
+            self.visit(pattern)
+        return node
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> _T_visit:
+        """``*rest`` in a sequence pattern."""
+        if node.name is not None:
+            self.check_name(node, node.name)
+        return node
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> _T_visit:
+        """``case x`` / ``case p as x`` / ``case _``."""
+        if node.name is not None:
+            self.check_name(node, node.name)
+        return self.node_contents_visit(node)
+
+    def visit_MatchOr(self, node: ast.MatchOr) -> _T_visit:
+        """``case a | b``."""
         return self.node_contents_visit(node)
 
     # -- names -------------------------------------------------------------------------------------
 
     def _check_rebinding(self, node: ast.AST, name: str) -> None:
         if name in RESERVED_GLOBALS and self._at_top_level():
-            self.error(node, f'"{name}" is provided by the sandbox and cannot be rebound')
+            self.error(node, f'"{name}" is provided by the sandbox and cannot be rebound; use another name')
 
     def visit_Name(self, node: ast.Name) -> _T_visit:
         """RestrictedPython's name rules plus the reserved top-level names."""
@@ -340,7 +491,8 @@ class ProgramPolicy(RestrictingNodeTransformer):
         for name in node.names:
             self.check_name(node, name)
             if name in RESERVED_GLOBALS:
-                self.error(node, f'"{name}" is provided by the sandbox and cannot be declared global')
+                self.error(node, f'"{name}" is provided by the sandbox and cannot be declared global; use '
+                                 'another name')
         return self.node_contents_visit(node)
 
     def check_import_names(self, node: ast.ImportFrom | ast.Import) -> ast.AST:
@@ -408,7 +560,9 @@ class ProgramPolicy(RestrictingNodeTransformer):
     def visit_Call(self, node: ast.Call) -> _T_visit:
         """Reject ``exec``/``eval`` calls by name; star-calls stay native; ``type(x)`` is inlined."""
         if isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval"):
-            self.error(node, f"{node.func.id}() calls are not allowed.")
+            self.error(node, f"{node.func.id}() of code strings is not available in programs; write the code "
+                             "directly (a function or a dict of functions), or parse data with json.loads, "
+                             "int() or float()")
         node = self.node_contents_visit(node)
         if (isinstance(node.func, ast.Name) and node.func.id == "type" and len(node.args) == 1
                 and not isinstance(node.args[0], ast.Starred) and not node.keywords):
@@ -488,6 +642,16 @@ class ProgramPolicy(RestrictingNodeTransformer):
             guarded = ast.Call(func=ast.Name("_getattr_", ast.Load()),
                                args=[inner, ast.Constant(node.attr)], keywords=[])
             return ast.fix_missing_locations(ast.copy_location(guarded, node))
+        if is_private_name(node.attr):
+            # (checked at run time: readable and writable on objects of the program's own classes)
+            inner = cast(ast.expr, self.visit(value))
+            if isinstance(node.ctx, ast.Load):
+                guarded = ast.Call(func=ast.Name("_getattr_", ast.Load()),
+                                   args=[inner, ast.Constant(node.attr)], keywords=[])
+                return ast.fix_missing_locations(ast.copy_location(guarded, node))
+            hook = ast.Call(func=ast.Name(WRITE_PRIVATE_NAME, ast.Load()), args=[inner], keywords=[])
+            node.value = ast.fix_missing_locations(ast.copy_location(hook, value))
+            return node
         if isinstance(node.ctx, ast.Load) and node.attr in RESOLVED_NAMES:
             # (decided on the resolved value alone: a native load, then the check of what it found)
             inner = cast(ast.expr, self.visit(value))
@@ -500,7 +664,7 @@ class ProgramPolicy(RestrictingNodeTransformer):
             if attr in READABLE_NAMES:
                 return self.node_contents_visit(node)
             if attr.startswith("_") and attr != "_":
-                self.error(node, f'"{attr}" is an invalid attribute name because it starts with "_".')
+                self.error(node, _private_attribute(attr))
             elif attr.endswith("__roles__"):
                 self.error(node, f'"{attr}" is an invalid attribute name because it ends with "__roles__".')
             elif attr in INSPECT_ATTRIBUTES:  # pragma: no cover - INSPECT names are all guarded

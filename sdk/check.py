@@ -17,6 +17,10 @@ CPython's tab rules, so a consistently indented program stays consistent. Diagno
 lines are dropped (they concern the wrapper); one on the trailing ``pass`` is reported on the program's
 last line. Only the program's own diagnostics are reported, never the stub's.
 
+The sandbox's compile-time policy is applied first (:func:`codemode.sandbox.compiler.compile_program`):
+whatever it refuses (``exec``/``eval`` of strings, dunder names, ``except*`` ...) is reported with code
+``sandbox`` before mypy's findings, so a program the check passes also compiles in the sandbox.
+
 The TypedDict names are deliberately *not* imported: they do not exist at run time, so a program that
 constructs ``FooArgs(...)`` is rightly reported as using an undefined name.
 
@@ -41,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from codemode.sandbox.compiler import ProgramCompileError, compile_program
 from codemode.sdk.signature import ToolSignature
 from codemode.sdk.stubs import STUB_MODULE, render_stub_module
 
@@ -106,6 +111,21 @@ def _syntax_diagnostics(source: str) -> list[Diagnostic] | None:
         reason = "program is too deeply nested to check" if not isinstance(error, ValueError) else str(error)
         return [Diagnostic(1, 1, "error", reason, "syntax")]
     return None
+
+
+def _sandbox_diagnostics(source: str) -> list[Diagnostic]:
+    """What the sandbox's compile-time policy refuses, so a program the check passes also compiles there."""
+    try:
+        compile_program(source, module_scope=False)
+    except ProgramCompileError as refused:
+        found = []
+        for entry in refused.diagnostics.errors:
+            head, _, message = entry.partition(": ")
+            number = head.removeprefix("line ")
+            line = int(number) if number.isdigit() and int(number) > 0 else 1
+            found.append(Diagnostic(line, 1, "error", message or entry, "sandbox"))
+        return found
+    return []
 
 
 def _wrap(lines: list[str]) -> str:
@@ -192,6 +212,7 @@ def check_program(
     syntax = _syntax_diagnostics(text)
     if syntax is not None:
         return syntax
+    refused = _sandbox_diagnostics(text)
     lines = text.split("\n")
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     with tempfile.TemporaryDirectory(prefix="codemode-check-") as scratch:
@@ -210,6 +231,8 @@ def check_program(
             continue
         if isinstance(record, dict) and Path(str(record.get("file", ""))).name == _PROGRAM_FILE:
             found.extend(_to_program(record, lines))
+    if refused:
+        return [*refused, *found]
     if status >= 2 and not found:
         detail = (stderr or stdout).strip().splitlines()
         message = detail[-1] if detail else f"exit status {status}"

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from codemode.sandbox.facades import ALLOWED_MODULES
 from codemode.sdk._declarations import Declarations, declare
 from codemode.sdk._text import comment_text, docstring_text, json_quote
 from codemode.sdk.signature import ToolSignature
 
-__all__ = ("ERROR_CODES", "INSTRUCTIONS", "render_declaration", "render_python_sdk")
+__all__ = ("ERROR_CODES", "INSTRUCTIONS", "SANDBOX_RULES", "render_declaration", "render_python_sdk")
 
 ERROR_CODES = (
     "UNKNOWN_TOOL",
@@ -25,6 +26,21 @@ ERROR_CODES = (
     "ABORTED",
 )
 """The ``ToolCallError.code`` values the instructions name (the runtime's error codes)."""
+
+#: Facades that only hold a submodule (``import os.path`` binds ``os``): the prompt names the submodule.
+_PARENTS = frozenset({"os", "urllib"})
+
+SANDBOX_RULES = "\n".join((
+    "The program runs in a sandbox with no file, network, process or environment access: the outside world "
+    "is reached through `tools` only.",
+    f"Importable modules: {', '.join(name for name in ALLOWED_MODULES if name not in _PARENTS)}.",
+    "Return (and pass to tools) dicts, lists, str, numbers, bool and None; convert the rest first: "
+    "`sorted(a_set)`, `a_date.isoformat()`, `data.decode()`, `dataclasses.asdict(obj)`.",
+    "Refused, with a message saying what to use: `open`, `exec`/`eval` of strings, `time.sleep` "
+    "(use `await asyncio.sleep`), dunder attributes (`type(x)`, `vars(x)`, `dir(x)` and `x.__name__` work) "
+    "and `_private` names of objects the program did not create.",
+))
+"""What the sandbox allows and refuses, in at most six lines (part of :data:`INSTRUCTIONS`)."""
 
 INSTRUCTIONS = f"""## Writing code for run_code
 
@@ -40,7 +56,7 @@ pass arguments as plain dict and list values, never `FooArgs(field=1)`, which ra
 with `_` are listed as comments; reach them by subscript: `await tools["name"]({{...}})`.
 - Every call resolves to the tool's canonical JSON value, typed as declared below.
 - Arguments must be lossless JSON: dicts with string keys, lists, strings, finite numbers, booleans and \
-`None`.
+`None`; as with `json.dumps`, tuples become lists and int, float, bool or `None` keys become strings.
 - A failed call raises `ToolCallError`: `err.tool_name` names the tool, `err.code` is a machine-readable \
 code ({", ".join(f"`{code}`" for code in ERROR_CODES)}, ...) and `str(err)` is the message. Catch it with \
 `try`/`except ToolCallError` where a failure is expected.
@@ -49,6 +65,8 @@ the order they were made. Use `await` to sequence work that depends on an earlie
 - Produce the answer with `print(...)` and/or a top-level `return <value>` (lossless JSON). Only printed \
 and returned output comes back to you; a successful image result is attached after the run, and other \
 intermediate results stay out of the conversation.
+
+{SANDBOX_RULES}
 
 The available tools:"""
 """The fixed instruction block that precedes the fenced declaration."""

@@ -113,6 +113,10 @@ def render_stub_module(signatures: Iterable[ToolSignature]) -> str:
             '    """The name of the tool that failed."""',
             "    code: str",
             f'    """Machine-readable reason: {codes}, ..."""',
+            "    def __init__(",
+            '        self, message: object = "", *, tool_name: str = "", code: str = "PROGRAM"',
+            "    ) -> None:",
+            '        """A program may raise its own: `raise ToolCallError("no results")`."""',
             "",
         )
     )

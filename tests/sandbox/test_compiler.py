@@ -66,11 +66,11 @@ def test_syntax_errors_carry_program_line_numbers(source: str, line: int) -> Non
 
 def test_every_policy_diagnostic_is_reported_at_once() -> None:
     """It collects all policy problems, sorted by line, into one ProgramPolicyError."""
-    source = "a = ().__class__\nb = 1\nc = _secret\nd = 2\nmatch a:\n    case 1:\n        pass\n"
+    source = "a = ().__class__\nb = 1\nc = __secret\nd = 2\nmatch a:\n    case C(_x=1):\n        pass\n"
     with pytest.raises(ProgramPolicyError) as caught:
         compile_program(source)
     errors = caught.value.diagnostics.errors
-    assert [e.split(":")[0] for e in errors] == ["line 1", "line 3", "line 5"]
+    assert [e.split(":")[0] for e in errors] == ["line 1", "line 3", "line 6"]
     assert str(caught.value) == "\n".join(errors)
     assert caught.value.kind == "policy"
 

@@ -58,6 +58,11 @@ BRIEF_MODULES = {
     "json", "re", "math", "statistics", "datetime", "collections", "itertools", "functools", "string",
     "textwrap", "random", "decimal", "fractions", "typing", "dataclasses", "enum", "heapq", "bisect",
     "operator", "base64", "hashlib", "uuid", "copy", "asyncio",
+    # the everyday surface of the wider standard library
+    "abc", "array", "calendar", "contextlib", "csv", "difflib", "fnmatch", "graphlib", "html", "io",
+    "numbers", "os", "os.path", "pathlib", "pprint", "secrets", "shlex", "struct", "time", "types",
+    "unicodedata",
+    "urllib", "urllib.parse", "zlib", "zoneinfo", "collections.abc",
 }
 _MUTABLE = (dict, list, set, bytearray, collections.deque)
 
@@ -83,7 +88,10 @@ def test_facades_hold_no_modules_and_no_shared_mutable_state(name: str) -> None:
     members = object.__getattribute__(FACADES[name], "_facade_members")
     for member_name, member in members.items():
         assert not member_name.startswith("_")
-        assert not isinstance(member, (types.ModuleType, ModuleFacade)), member_name
+        assert not isinstance(member, types.ModuleType), member_name
+        if isinstance(member, ModuleFacade):  # (a package's submodule: the same facade import gives)
+            assert member is FACADES[f"{name}.{member_name}"], member_name
+            continue
         assert not isinstance(member, _MUTABLE), member_name
         for attribute in dir(member):
             if attribute.startswith("_"):
@@ -94,12 +102,16 @@ def test_facades_hold_no_modules_and_no_shared_mutable_state(name: str) -> None:
 
 
 @pytest.mark.parametrize(("module", "member"), [
-    ("operator", "attrgetter"), ("operator", "methodcaller"), ("operator", "setitem"), ("operator", "iadd"),
+    ("operator", "setitem"), ("operator", "iadd"), ("os", "environ"), ("os", "system"), ("os", "getcwd"),
+    ("os.path", "expanduser"), ("os.path", "expandvars"), ("os.path", "abspath"), ("os.path", "exists"),
+    ("io", "open"), ("io", "FileIO"), ("pathlib", "Path"), ("csv", "register_dialect"),
+    ("csv", "field_size_limit"), ("calendar", "setfirstweekday"), ("contextlib", "redirect_stdout"),
+    ("contextlib", "chdir"), ("abc", "ABCMeta"), ("shlex", "shlex"), ("time", "get_clock_info"),
     ("typing", "get_type_hints"), ("typing", "ForwardRef"), ("string", "Formatter"), ("uuid", "uuid1"),
     ("uuid", "getnode"), ("hashlib", "file_digest"), ("json", "codecs"), ("json", "decoder"),
-    ("asyncio", "get_running_loop"), ("asyncio", "create_task"), ("asyncio", "ensure_future"),
+    ("asyncio", "get_running_loop"), ("asyncio", "ensure_future"), ("asyncio", "Future"),
     ("decimal", "DefaultContext"), ("enum", "EnumMeta"), ("dataclasses", "make_dataclass"),
-    ("random", "_os"), ("collections", "abc"), ("random", "_inst"), ("typing", "get_overloads"),
+    ("random", "_os"), ("collections", "_collections_abc"), ("random", "_inst"), ("typing", "get_overloads"),
 ])
 def test_dangerous_members_are_left_out(module: str, member: str) -> None:
     """It leaves out the members that bypass a guard or reach the host."""
@@ -161,8 +173,10 @@ def test_facades_do_not_answer_their_name() -> None:
 def test_import_hands_out_facades_only() -> None:
     """It returns the facade for allowed names and an ImportError naming the allow-list otherwise."""
     assert guarded_import("json") is FACADES["json"]
-    for bad in ("os", "json.decoder", "sys", "builtins"):
-        with pytest.raises(ImportError, match="allowed modules: asyncio, base64"):
+    assert guarded_import("os.path") is FACADES["os"]  # (import os.path binds os)
+    assert guarded_import("os.path", None, None, ("join",)) is FACADES["os.path"]
+    for bad in ("subprocess", "json.decoder", "sys", "builtins", "os.sys"):
+        with pytest.raises(ImportError, match="allowed modules: abc, array, asyncio, base64"):
             guarded_import(bad)
     with pytest.raises(ImportError, match="relative"):
         guarded_import("json", None, None, (), 1)
@@ -624,3 +638,18 @@ async def test_a_session_run_does_not_see_what_an_earlier_run_did_to_facade_stat
     assert first.error is None and first.value == 5, first  # (prec, seed and the copies "succeed")
     assert second.error is None, second.error
     assert isinstance(second.value, dict) and not any(second.value.values()), second.value
+
+
+@pytest.mark.parametrize("first", ["codemode.sandbox._stdlib_facades", "codemode.sandbox._preload",
+                                   "codemode.sandbox.guards", "codemode.sandbox.facades"])
+def test_the_facade_modules_import_in_any_order(first: str) -> None:
+    """A template whose executor imports the wider facades (or the preload) first still builds them."""
+    import subprocess
+    import sys
+
+    code = (f"import {first}\nfrom codemode.sandbox._preload import warm_lazy_state\nwarm_lazy_state()\n"
+            "from codemode.sandbox.facades import FACADES\nprint(len(FACADES))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == len(FACADES)

@@ -13,6 +13,8 @@ import re
 import string
 import types
 import typing
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -31,10 +33,12 @@ from codemode.sandbox.guards import (
     check_resolved,
     forbidden_reason,
     guarded_delattr,
+    guarded_dir,
     guarded_getattr,
     guarded_hasattr,
     guarded_setattr,
     guarded_super_init,
+    guarded_vars,
     is_program_class,
     write_guard,
 )
@@ -57,9 +61,6 @@ def program_class() -> type:
     (len, "__self__"),
     (_gen(), "gi_frame"),
     (_gen(), "gi_code"),
-    ("{0}", "format"),
-    ("{0}", "format_map"),
-    (str, "format"),
     (string.Formatter(), "get_field"),
     (string.Formatter, "vformat"),
     (AttributeError("x"), "obj"),
@@ -250,10 +251,12 @@ def test_class_factory_refuses_type_subclasses() -> None:
 
 
 def test_builtins_hold_no_side_doors() -> None:
-    """It leaves out exec, eval, compile, open, input, breakpoint, help, globals, vars, locals, dir."""
+    """It leaves out exec, eval, compile, open, input, breakpoint, help, globals, locals; dir and vars
+    are the guarded ones."""
     table = build_safe_builtins(guarded_import)
-    forbidden = {"exec", "eval", "compile", "open", "input", "breakpoint", "help", "globals", "vars",
-                 "locals", "dir", "memoryview", "exit", "quit", "__loader__", "__spec__", "ExceptionGroup"}
+    forbidden = {"exec", "eval", "compile", "open", "input", "breakpoint", "help", "globals", "locals",
+                 "memoryview", "exit", "quit", "__loader__", "__spec__"}
+    assert table["dir"] is guarded_dir and table["vars"] is guarded_vars
     assert not forbidden & set(table)
     assert table["getattr"] is guarded_getattr
     assert table["type"] is SafeType
@@ -281,17 +284,10 @@ def _program_error(**body: object) -> type:
 
 
 def _refused_routes() -> list[tuple[str, object, str]]:
-    s_class = _program_str()
     e_class = _program_error()
     error = e_class("x", name="n", obj=object())
     formatter = type("F", (string.Formatter,), {})
     return [
-        ("str-subclass", s_class("{}"), "format"),
-        ("super-of-instance", super(s_class, s_class("{}")), "format"),
-        ("super-of-class", super(s_class, s_class), "format"),
-        ("unbound", str, "format_map"),
-        ("alias-forwarding", typing.Annotated[str, 0], "format"),
-        ("str-enum-member", enum.StrEnum("E", "A").A, "format"),
         ("formatter-subclass", formatter(), "vformat"),
         ("formatter-super", super(formatter, formatter()), "get_field"),
         ("coroutine-class", types.CoroutineType, "send"),
@@ -308,6 +304,41 @@ def _refused_routes() -> list[tuple[str, object, str]]:
         ("generator-descriptor", types.GeneratorType, "gi_running"),
         ("code-descriptor", types.CodeType, "co_consts"),
     ]
+
+
+def _format_routes() -> list[tuple[str, Callable[[str], object], str, bool]]:
+    """(route, make the receiver from a format text, method name, text passed as first argument)."""
+    s_class = _program_str()
+    return [
+        ("literal", str, "format", False),
+        ("literal-map", str, "format_map", False),
+        ("str-subclass", s_class, "format", False),
+        ("super-of-instance", lambda text: super(s_class, s_class(text)), "format", False),
+        ("super-of-class", lambda text: super(s_class, s_class), "format", True),
+        ("unbound", lambda text: str, "format", True),
+        ("unbound-map", lambda text: str, "format_map", True),
+        ("alias-forwarding", lambda text: typing.Annotated[str, 0], "format", True),
+        ("str-enum-member", lambda text: enum.StrEnum("E", {"A": text}).A, "format", False),
+    ]
+
+
+@pytest.mark.parametrize(("route", "make", "name", "leading"), _format_routes(),
+                         ids=lambda value: str(value)[:24])
+def test_format_is_the_guarded_formatter_however_it_is_reached(
+        route: str, make: Callable[[str], object], name: str, leading: bool) -> None:
+    """Every route to str.format/format_map gives the guarded formatter: CPython's output for public
+    fields, the attribute guard's refusal for private ones."""
+    field = "p" if name == "format_map" else "0"
+    argument: Any = {"p": 7} if name == "format_map" else 7
+    for text, refused in ((f"{{{field}.real}}|{{{field}:>3}}", False), (f"{{{field}.__class__}}", True)):
+        method = guarded_getattr(make(text), name)
+        assert "format" in repr(method)
+        args = (text, argument) if leading else (argument,)
+        if refused:
+            with pytest.raises(AttributeError, match="not available in the sandbox"):
+                method(*args)
+        else:
+            assert method(*args) == "7|  7"
 
 
 @pytest.mark.parametrize(("route", "obj", "name"), _refused_routes(), ids=lambda value: str(value)[:24])
@@ -495,3 +526,58 @@ def test_literal_loads_decide_as_getattr_does(name: str) -> None:
         except AttributeError:
             fast = missing
         assert type(fast) is type(full) and fast == full, (receiver, name)
+
+
+def _made(name: str, bases: tuple[type, ...] = (), **body: object) -> type:
+    factory = ClassFactory()
+    namespace = factory.__prepare__(name, bases)
+    namespace.update(body)
+    return factory(name, bases, namespace)
+
+
+@pytest.mark.parametrize("name", ["_x", "_cache", "_a1"])
+def test_private_names_are_the_programs_on_its_own_objects(name: str) -> None:
+    """_x names read and write on instances and classes of plain program classes (own or builtin bases)."""
+    base = _made("Base", (Exception,))
+    cls = _made("C", (base,), _shared=1)
+    obj = cls()
+    guarded_setattr(obj, name, 5)
+    assert guarded_getattr(obj, name) == 5
+    assert guarded_getattr(cls, "_shared") == 1
+    assert guarded_vars(obj) == {name: 5}
+    assert name in guarded_dir(obj)
+    guarded_delattr(obj, name)
+    assert guarded_hasattr(obj, name) is False
+
+
+@pytest.mark.parametrize("make", [
+    lambda: types.SimpleNamespace(_x=1),
+    lambda: asyncio.Queue(),
+    lambda: _made("Q", (asyncio.Queue,))(),
+    lambda: _made("W", (string.Template,))("x"),
+], ids=["host-instance", "host-queue", "subclass-of-host", "template-subclass"])
+def test_private_names_of_other_objects_stay_refused(make: Callable[[], object]) -> None:
+    """Host objects, subclasses of host classes and a class's metaclass keep their _x names private."""
+    obj = make()
+    for name in ("_x", "_loop", "_get_loop", "_dump_registry", "_invalid"):
+        with pytest.raises(AttributeError, match="private"):
+            guarded_getattr(obj, name)
+    with pytest.raises(AttributeError, match="private"):
+        guarded_setattr(obj, "_x", 1)
+
+
+def test_a_program_abc_keeps_its_metaclass_private() -> None:
+    """A class deriving from abc.ABC has its own _x names, not ABCMeta's (_dump_registry, _abc_impl)."""
+    cls = _made("A", (abc.ABC,), _mine=1)
+    assert guarded_getattr(cls, "_mine") == 1
+    for name in ("_dump_registry", "_abc_registry_clear", "_abc_impl"):
+        with pytest.raises(AttributeError, match="private"):
+            guarded_getattr(cls, name)
+
+
+@pytest.mark.parametrize("name", ["__x", "_x_", "_abc_impl", "_fields", "_print", "__dict__"])
+def test_reserved_underscore_names_stay_refused_on_program_objects(name: str) -> None:
+    """Dunders, mangled names, sunders, ABC state and the namedtuple API are not private program names."""
+    obj = _made("P")()
+    with pytest.raises(AttributeError, match="not available"):
+        guarded_setattr(obj, name, 1)

@@ -97,8 +97,8 @@ async def test_a_caught_print_error_behaves_as_in_cpython() -> None:
 
 
 def test_a_flood_of_policy_errors_is_reported_briefly() -> None:
-    """A 420 KB program of `_x = 1` lines gets the first few diagnostics and a count, not megabytes."""
-    source = "_x = 1\n" * 60_000
+    """A 480 KB program of `__x = 1` lines gets the first few diagnostics and a count, not megabytes."""
+    source = "__x = 1\n" * 60_000
     with pytest.raises(ProgramPolicyError) as refused:
         compile_program(source)
     lines = str(refused.value).splitlines()

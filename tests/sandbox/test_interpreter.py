@@ -69,7 +69,7 @@ async def test_values(source: str, has_value: bool, value: object) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("source", ["return {1, 2}", "return float('nan')", "return object()",
-                                    "return (1, 2)", "return {1: 2}", "return b'x'"])
+                                    "return {(1, 2): 3}", "return {1: 2, '1': 3}", "return b'x'"])
 async def test_non_lossless_results_are_invalid_output(source: str) -> None:
     """It reports invalid-output for a value outside the lossless JSON domain."""
     outcome = await run(source)

@@ -307,3 +307,29 @@ def test_non_ascii_line_reports_the_right_line(check: Check) -> None:
     [error] = _errors(check(source))
     assert error.line == 2
     assert 1 <= error.column <= len(source.split("\n")[1]) + 1
+
+
+@pytest.mark.parametrize(("source", "line", "needle"), [
+    ("x = 1\nreturn eval('x')\n", 2, "eval() of code strings is not available"),
+    ("y = ().__class__\n", 1, '"__class__" cannot be used as an attribute'),
+    ("try:\n    pass\nexcept* ValueError:\n    pass\n", 1, "'except*' is not available"),
+])
+def test_the_sandbox_policy_is_applied(check: Check, source: str, line: int, needle: str) -> None:
+    """A program the sandbox would refuse to compile fails the check at the refused line, code sandbox."""
+    found = [item for item in _errors(check(source)) if item.code == "sandbox"]
+    assert [(item.line, needle in item.message) for item in found] == [(line, True)]
+
+
+def test_programs_the_sandbox_compiles_pass_its_policy(check: Check) -> None:
+    """match, nonlocal, async for/with and _private names compile in the sandbox: no sandbox finding."""
+    source = ("def f(v):\n    match v:\n        case [a, *rest]:\n            return a\n    return None\n"
+              "class C:\n    def __init__(self):\n        self._x = 1\n"
+              "async def g():\n    yield 1\nreturn [x async for x in g()]\n")
+    assert [item for item in check(source) if item.code == "sandbox"] == []
+
+
+def test_a_program_may_construct_tool_call_error(check: Check) -> None:
+    """ToolCallError("message") and its optional keywords type-check, as they run in the sandbox."""
+    source = ('err = ToolCallError("no results", tool_name="search", code="EMPTY")\n'
+              'other = ToolCallError("plain")\nreturn [err.code, other.tool_name]\n')
+    assert _errors(check(source)) == []

@@ -396,3 +396,17 @@ def test_duplicate_names_keep_one_declaration_whatever_the_order() -> None:
     first, second = sig("dup", description="one"), sig("dup", description="two")
     assert declaration(first, second) == declaration(second, first)
     assert declaration(first, second).count("async def dup(") == 1
+
+
+def test_the_sandbox_rules_fit_in_six_lines() -> None:
+    """The section says what programs can import, reach, return and not use, in at most six lines."""
+    from codemode.sandbox.facades import ALLOWED_MODULES
+    from codemode.sdk.prompt import SANDBOX_RULES
+
+    assert SANDBOX_RULES in INSTRUCTIONS
+    assert len(SANDBOX_RULES.splitlines()) <= 6
+    for name in ALLOWED_MODULES:
+        assert name in SANDBOX_RULES
+    for phrase in ("no file, network, process or environment access", "`open`", "`exec`/`eval`",
+                   "`await asyncio.sleep`", "`sorted(a_set)`", "dunder attributes"):
+        assert phrase in SANDBOX_RULES

@@ -26,7 +26,7 @@ from codemode.sandbox.guards import build_safe_builtins
 from codemode.sandbox.interpreter import compile_program, run_program
 from codemode.sandbox.lossless import snapshot
 
-from .conftest import TOOL_NAMES, Attack, EscapeHarness, fake_call_tool
+from .conftest import SECRET_ENV, TOOL_NAMES, Attack, EscapeHarness, fake_call_tool
 
 _FORMAT_FIELD = "{0.__globals__[_os].environ}"
 
@@ -34,6 +34,17 @@ _FORMAT_FIELD = "{0.__globals__[_os].environ}"
 def _loader(member: str) -> str:
     """Read the secret through the loader of the C extension module a facade function belongs to."""
     return f"return {member}.__self__.__loader__.get_data(SECRET_PATH).decode()"
+
+
+def _subclasses(member: str) -> str:
+    """Read the secret through object.__subclasses__(), reached from a class a facade hands out."""
+    module = member.split(".")[0]
+    return f"""import {module}
+for klass in {member}.__mro__[-1].__subclasses__():
+    found = getattr(klass.__init__, "__globals__", {{}}).get("__builtins__")
+    if isinstance(found, dict) and "open" in found:
+        return found["open"](SECRET_PATH).read()
+"""
 
 
 def _globals(member: str) -> str:
@@ -378,11 +389,83 @@ ATTACKS: list[Attack] = [
         return type(json).__dict__["dumps"].__func__.__globals__["__builtins__"]["open"](SECRET_PATH).read()
     """, mode="facades"),
     Attack("builtins-left-out", 'return eval("open(SECRET_PATH).read()")'),
+    Attack("builtins-introspection", """
+        import json
+        return vars(json)["codecs"].open(SECRET_PATH).read()
+    """),
+    Attack("builtins-str-format", f"""
+        import random, operator
+        return operator.methodcaller("format", random.seed)("{_FORMAT_FIELD}")
+    """),
+    Attack("asyncio-coordination", """
+        import asyncio
+        loop = asyncio.Queue()._get_loop()
+        return await loop.run_in_executor(None, lambda: open(SECRET_PATH).read())
+    """),
+    Attack("abc-classes", "import abc\n" + _globals("abc.abstractmethod")),
+    Attack("abc-metaclass", "import abc\n" + _globals("abc.ABCMeta.register")),
+    Attack("array-values", """
+        import array
+        a = array.array("b")
+        with open(SECRET_PATH, "rb") as handle:
+            a.frombytes(handle.read())
+        return a.tobytes().decode()
+    """),
+    Attack("calendar-text", "import calendar\n" + _globals("calendar.isleap")),
+    Attack("calendar-global", "import calendar\n" + _globals("calendar.setfirstweekday")),
+    Attack("contextlib-managers", "import contextlib\n" + _globals("contextlib.contextmanager")),
+    Attack("contextlib-process", "import contextlib\n" + _globals("contextlib.chdir.__enter__")),
+    Attack("csv-io", "import csv\n" + _loader("csv.reader")),
+    Attack("difflib-sequences", "import difflib\n" + _globals("difflib.unified_diff")),
+    Attack("fnmatch-patterns", "import fnmatch\n" + _globals("fnmatch.fnmatch")),
+    Attack("graphlib-sorter", "import graphlib\n" + _globals("graphlib.TopologicalSorter.add")),
+    Attack("html-escape", "import html\n" + _globals("html.escape")),
+    Attack("io-buffers", _subclasses("io.StringIO")),
+    Attack("io-files", "import io\nreturn io.open(SECRET_PATH).read()"),
+    Attack("numbers-abcs", _subclasses("numbers.Number")),
+    Attack("os-path", "import os\n" + _globals("os.path.join")),
+    Attack("os-path-pure", "import os.path\n" + _globals("os.path.basename")),
+    Attack("os-system", "import os\nreturn os.environ[" + repr(SECRET_ENV) + "]"),
+    Attack("os-path-system", "import os.path\nreturn os.path.expandvars(" + repr("$" + SECRET_ENV) + ")"),
+    Attack("pathlib-pure", "import pathlib\n" + _globals("pathlib.PurePath.joinpath")),
+    Attack("pathlib-concrete", "import pathlib\nreturn pathlib.Path(SECRET_PATH).read_text()"),
+    Attack("pprint-output", "import pprint\n" + _globals("pprint.pformat")),
+    Attack("secrets-tokens", "import secrets\n" + _globals("secrets.token_hex")),
+    Attack("shlex-split", "import shlex\n" + _globals("shlex.quote")),
+    Attack("shlex-class", "import shlex\nreturn shlex.shlex().sourcehook(SECRET_PATH)[1].read()"),
+    Attack("struct-pack", "import struct\n" + _loader("struct.pack")),
+    Attack("time-clock", """
+        import time
+        spec = time.strftime.__self__.__loader__.find_spec.__func__.__globals__
+        found = spec["__builtins__"]
+        return (found["open"] if isinstance(found, dict) else found.open)(SECRET_PATH).read()
+    """),
+    Attack("types-namespaces", _subclasses("types.SimpleNamespace")),
+    Attack("unicodedata-tables", "import unicodedata\n" + _loader("unicodedata.name")),
+    Attack("urllib-parse", "import urllib.parse\n" + _globals("urllib.parse.quote")),
+    Attack("urllib-parse-functions", "from urllib import parse\n" + _globals("parse.urlencode")),
+    Attack("zlib-codecs", "import zlib\n" + _loader("zlib.compress")),
+    Attack("collections-abc", "import collections.abc\n" + _globals("collections.abc.Mapping.get")),
+    Attack("collections-abc-classes", """
+        from collections.abc import Iterable
+        class Fake:
+            pass
+        Iterable.register(Fake)
+        import json
+        return json.dumps.__globals__["__builtins__"]["open"](SECRET_PATH).read()
+    """),
+    Attack("zoneinfo-zones", "import zoneinfo\n" + _globals("zoneinfo.available_timezones")),
 ]
 _BY_ROW: dict[str, Attack] = {attack.id: attack for attack in ATTACKS}
 
 #: (first run, second run): the first poisons what the row is about; the second returns True if it sees it.
 PERSIST: dict[str, tuple[str, str]] = {
+    "abc-abstractmethod": ("import abc, json\nabc.abstractmethod(json.dumps)",
+                           "import abc, json\nclass C(abc.ABC):\n    f = json.dumps\ntry:\n    C()\n"
+                           "except TypeError:\n    return True\nreturn False"),
+    "csv-registry": ("import csv\ncsv.register_dialect('poisoned', delimiter=';')",
+                     "import csv\nreturn hasattr(csv, 'list_dialects') and "
+                     "'poisoned' in csv.list_dialects()"),
     "collections-namedtuple-api": (
         "import decimal\ndecimal.Decimal(1).as_tuple()._field_defaults['sign'] = 1",
         "import decimal\nreturn 'sign' in decimal.Decimal(2).as_tuple()._field_defaults"),
@@ -670,6 +753,19 @@ LEGIT: dict[str, str] = {
         return [math.floor(2.5), math.isqrt(17), math.comb(5, 2), round(math.sqrt(2), 6), math.gcd(12, 18),
                 math.prod([1, 2, 3]), math.inf > 1, math.isclose(0.1 + 0.2, 0.3)]
     """,
+    "operator-attribute-callers": """
+        import operator
+        class P:
+            def __init__(self, x):
+                self.x = x
+                self.inner = self
+            def scaled(self, k):
+                return self.x * k
+        points = [P(3), P(1), P(2)]
+        return [[p.x for p in sorted(points, key=operator.attrgetter("x"))],
+                operator.attrgetter("x", "inner.x")(P(5)), operator.methodcaller("scaled", 2)(P(4)),
+                list(map(operator.methodcaller("upper"), ["a", "b"])), repr(operator.attrgetter("x"))]
+    """,
     "operator-functions": """
         import operator
         return [operator.add(1, 2), operator.itemgetter(1, 0)("ab"),
@@ -869,6 +965,291 @@ LEGIT: dict[str, str] = {
         from math import sqrt
         return [type(math).__name__, str(type(json)), isinstance(json, type(math)), sqrt(9.0), math.pi > 3,
                 issubclass(type(json), type(math)), math.floor(2.5)]
+    """,
+    "builtins-introspection": """
+        class P:
+            kind = "point"
+            def __init__(self, x):
+                self.x = x
+                self._seen = 0
+        import types
+        ns = types.SimpleNamespace(a=1)
+        return [vars(P(2)), vars(ns), [n for n in dir(P(2)) if not n.startswith("__")],
+                sorted(k for k in vars(P) if not k.startswith("__"))]
+    """,
+    "builtins-str-format": """
+        class P:
+            def __init__(self):
+                self.x = 3
+        return ["{0.x}-{1:>4}-{k[a]}".format(P(), 7, k={"a": 1}), str.format("{}", 2),
+                "{p.x}".format_map({"p": P()}), "{:.2f}".format(3.14159)]
+    """,
+    "asyncio-coordination": """
+        import asyncio
+        q = asyncio.Queue()
+        lock, event, sem = asyncio.Lock(), asyncio.Event(), asyncio.Semaphore(2)
+        async def produce():
+            for i in range(3):
+                await q.put(i)
+            event.set()
+        async def work(n):
+            async with sem:
+                await asyncio.sleep(0)
+                return n * 2
+        task = asyncio.create_task(produce())
+        await event.wait()
+        got = [q.get_nowait() for _ in range(q.qsize())]
+        async with lock:
+            held = lock.locked()
+        async with asyncio.TaskGroup() as tg:
+            parts = [tg.create_task(work(i)) for i in range(3)]
+        done, pending = await asyncio.wait([asyncio.create_task(work(5))])
+        try:
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(1)
+        except TimeoutError:
+            late = True
+        await task
+        return [got, held, [p.result() for p in parts], [d.result() for d in done], len(pending), late]
+    """,
+    "abc-abstractmethod": """
+        import abc
+        class Base(abc.ABC):
+            @abc.abstractmethod
+            def run(self):
+                ...
+            @classmethod
+            @abc.abstractmethod
+            def make(cls):
+                ...
+        class Impl(Base):
+            def run(self):
+                return "ran"
+            @classmethod
+            def make(cls):
+                return cls()
+        try:
+            Base()
+        except TypeError:
+            abstract = True
+        return [Impl.make().run(), abstract]
+    """,
+    "abc-classes": """
+        import abc
+        class Shape(abc.ABC):
+            @abc.abstractmethod
+            def area(self):
+                ...
+        class Sq(Shape):
+            def area(self):
+                return 4
+        try:
+            Shape()
+        except TypeError:
+            refused = True
+        return [Sq().area(), refused, isinstance(Sq(), Shape)]
+    """,
+    "array-values": """
+        import array
+        a = array.array("i", [1, 2, 3])
+        a.append(4)
+        a[0] = 9
+        return [a.tolist(), a.itemsize, array.typecodes, a.tobytes().hex()]
+    """,
+    "calendar-text": """
+        import calendar
+        return [calendar.isleap(2024), calendar.monthrange(2024, 2), calendar.weekday(2024, 1, 1),
+                calendar.month(2024, 2), calendar.monthcalendar(2024, 2)[0], calendar.day_name[0]]
+    """,
+    "contextlib-managers": """
+        import contextlib
+        log = []
+        @contextlib.contextmanager
+        def tag(name):
+            log.append("open " + name)
+            yield name.upper()
+            log.append("close " + name)
+        with tag("a") as t:
+            log.append(t)
+        with contextlib.suppress(KeyError):
+            {}["missing"]
+        with contextlib.ExitStack() as stack:
+            stack.callback(log.append, "callback")
+            stack.enter_context(tag("b"))
+        @contextlib.asynccontextmanager
+        async def atag():
+            yield 5
+        async with atag() as five:
+            log.append(five)
+        with contextlib.nullcontext(3) as three:
+            log.append(three)
+        return log
+    """,
+    "csv-io": """
+        import csv, io
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=["name", "n"])
+        writer.writeheader()
+        writer.writerow({"name": "a,b", "n": 1})
+        text = buffer.getvalue()
+        rows = list(csv.reader(io.StringIO(text)))
+        dicts = list(csv.DictReader(io.StringIO(text)))
+        return [text, rows, dicts, csv.Sniffer().sniff("a;b\\n1;2\\n").delimiter]
+    """,
+    "difflib-sequences": """
+        import difflib
+        return [list(difflib.unified_diff(["a\\n", "b\\n"], ["a\\n", "c\\n"], "x", "y")),
+                difflib.SequenceMatcher(None, "abcd", "abed").ratio(),
+                difflib.get_close_matches("appel", ["ape", "apple", "peach"]),
+                list(difflib.ndiff(["one"], ["ore"]))]
+    """,
+    "fnmatch-patterns": """
+        import fnmatch
+        return [fnmatch.fnmatch("a.py", "*.py"), fnmatch.filter(["a.py", "b.txt"], "*.txt"),
+                fnmatch.translate("*.py")]
+    """,
+    "graphlib-sorter": """
+        import graphlib
+        ts = graphlib.TopologicalSorter({"c": {"b"}, "b": {"a"}})
+        try:
+            list(graphlib.TopologicalSorter({"a": {"b"}, "b": {"a"}}).static_order())
+        except graphlib.CycleError:
+            cycle = True
+        return [list(ts.static_order()), cycle]
+    """,
+    "html-escape": """
+        import html
+        return [html.escape("<a href='x'>&</a>"), html.unescape("&lt;&amp;&#39;")]
+    """,
+    "io-buffers": """
+        import io
+        s = io.StringIO()
+        s.write("one\\ntwo\\n")
+        s.seek(0)
+        b = io.BytesIO(b"xyz")
+        return [s.readline(), s.read(), b.read(2).decode(), b.getvalue().decode()]
+    """,
+    "numbers-abcs": """
+        import numbers, fractions
+        return [isinstance(1, numbers.Integral), isinstance(1.5, numbers.Real),
+                isinstance(fractions.Fraction(1, 2), numbers.Rational), isinstance("x", numbers.Number)]
+    """,
+    "os-path": """
+        import os
+        from os import path
+        return [os.sep, os.path.join("a", "b"), path.splitext("x.tar.gz"), os.curdir]
+    """,
+    "os-path-pure": """
+        import os.path
+        from os.path import basename, dirname
+        return [basename("/a/b.txt"), dirname("/a/b.txt"), os.path.normpath("a//b/../c"),
+                os.path.split("/x/y"), os.path.isabs("/x"), os.path.commonpath(["/a/b", "/a/c"])]
+    """,
+    "pathlib-pure": """
+        import pathlib
+        p = pathlib.PurePosixPath("/data/report.tar.gz")
+        return [p.name, p.suffix, p.suffixes, p.stem, str(p.parent), str(p / "x"), p.parts,
+                str(p.with_suffix(".zip")), p.match("*.gz"), str(pathlib.PureWindowsPath("c:/a/b"))]
+    """,
+    "pprint-output": """
+        import pprint
+        data = {"b": list(range(30)), "a": {"nested": ["x" * 10] * 5}}
+        return [pprint.pformat(data), pprint.pformat(data, width=40, compact=True), pprint.saferepr([1]),
+                pprint.isreadable({"a": 1})]
+    """,
+    "secrets-tokens": """
+        import secrets
+        return [len(secrets.token_hex(8)), len(secrets.token_bytes(4)), secrets.choice([7]),
+                secrets.compare_digest("a", "a"), 0 <= secrets.randbelow(10) < 10]
+    """,
+    "shlex-split": """
+        import shlex
+        return [shlex.split("a 'b c' d\\ e"), shlex.quote("it's"), shlex.join(["a b", "c"])]
+    """,
+    "struct-pack": """
+        import struct
+        packed = struct.pack("<IhB", 1, -2, 3)
+        buffer = bytearray(8)
+        struct.pack_into("<I", buffer, 2, 7)
+        return [packed.hex(), struct.unpack("<IhB", packed), struct.calcsize("<IhB"), buffer.hex(),
+                struct.Struct(">H").pack(258).hex()]
+    """,
+    "time-clock": """
+        import time
+        stamp = time.gmtime(86400 * 365)
+        try:
+            time.sleep(0)
+            slept = True
+        except RuntimeError:
+            slept = True
+        return [time.strftime("%Y-%m-%d %H:%M", stamp), stamp.tm_yday, time.monotonic() > 0,
+                time.perf_counter() > 0, time.time() > 1e9, time.strptime("2020-02-03", "%Y-%m-%d").tm_mon,
+                slept]
+    """,
+    "types-namespaces": """
+        import types
+        ns = types.SimpleNamespace(a=1, b=[2])
+        ns.c = 3
+        view = types.MappingProxyType({"k": 1})
+        try:
+            view["k"] = 2
+        except TypeError:
+            frozen = True
+        return [repr(ns), ns.a + ns.c, dict(view), frozen, ns == types.SimpleNamespace(a=1, b=[2], c=3)]
+    """,
+    "unicodedata-tables": """
+        import unicodedata
+        return [unicodedata.name("é"), unicodedata.category("A"), unicodedata.normalize("NFD", "é"),
+                unicodedata.lookup("SNOWMAN"), unicodedata.numeric("½")]
+    """,
+    "urllib-parse": """
+        import urllib.parse
+        import urllib
+        return [urllib.parse.quote("a b"), urllib.parse.urlparse("https://x.org/p?q=1#f").netloc]
+    """,
+    "urllib-parse-functions": """
+        from urllib.parse import urlencode, parse_qs, urljoin, urlsplit, unquote_plus
+        return [urlencode({"a": 1, "b": "x y"}), parse_qs("a=1&a=2&b=3"), urljoin("http://h/a/b", "../c"),
+                urlsplit("http://u@h:8/p?q").port, unquote_plus("a+b%21")]
+    """,
+    "zlib-codecs": """
+        import zlib
+        data = b"hello " * 20
+        packed = zlib.compress(data, 9)
+        return [zlib.decompress(packed) == data, zlib.crc32(b"abc"), zlib.adler32(b"abc"),
+                len(packed) < len(data)]
+    """,
+    "collections-abc": """
+        import collections.abc
+        import collections
+        return [isinstance({}, collections.abc.Mapping), isinstance([], collections.abc.Sequence),
+                collections.abc is collections.abc, issubclass(list, collections.abc.MutableSequence)]
+    """,
+    "collections-abc-classes": """
+        from collections.abc import Mapping, Iterable, Callable, MutableSet
+        class Registry(Mapping):
+            def __init__(self, **items):
+                self._items = dict(items)
+            def __getitem__(self, key):
+                return self._items[key]
+            def __iter__(self):
+                return iter(self._items)
+            def __len__(self):
+                return len(self._items)
+        r = Registry(a=1, b=2)
+        return [r.get("a"), r.get("z", 0), sorted(r.keys()), list(r.items()), "a" in r, dict(r),
+                isinstance(r, Mapping), isinstance(len, Callable), isinstance("x", Iterable),
+                issubclass(set, MutableSet)]
+    """,
+    "zoneinfo-zones": """
+        import zoneinfo, datetime
+        paris = zoneinfo.ZoneInfo("Europe/Paris")
+        summer = datetime.datetime(2024, 7, 1, 12, tzinfo=paris)
+        winter = datetime.datetime(2024, 1, 1, 12, tzinfo=paris)
+        return [summer.isoformat(), winter.isoformat(), summer.tzname(), str(paris), repr(paris),
+                summer.astimezone(zoneinfo.ZoneInfo("Asia/Tokyo")).isoformat(),
+                isinstance(paris, zoneinfo.ZoneInfo), paris is zoneinfo.ZoneInfo("Europe/Paris"),
+                "UTC" in zoneinfo.available_timezones()]
     """,
     "builtins-import": """
         import json, math as m

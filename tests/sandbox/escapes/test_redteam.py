@@ -27,6 +27,7 @@ session must keep its worker.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
@@ -91,13 +92,12 @@ armed.append(1)
 
 #: (program, what the run's error must say)
 RESULT_KEYS = {
-    "repr-raises": (_RAISING_KEY, "object key of type 'K' is not a string"),
-    "repr-exits": (_EXITING_KEY, "object key of type 'K' is not a string"),
-    "wide-int": (_WIDE_KEY, "object key of type 'int' is not a string"),
-    "finaliser-changes-result": (_FINALISER, "the program's result changed while it was checked"),
+    "repr-raises": (_RAISING_KEY, "a dict key of type 'K' cannot be a JSON object key"),
+    "repr-exits": (_EXITING_KEY, "a dict key of type 'K' cannot be a JSON object key"),
+    "wide-int": (_WIDE_KEY, "an int dict key too wide to write as text"),
     "str-subclass-type-name": (_ARMED_NAME.format(mixin="") + "return E.A", "Boom is not a JSON value"),
     "str-subclass-key-type-name": (_ARMED_NAME.format(mixin="") + "return {E.A: 1}",
-                                   "object key of type 'Boom' is not a string"),
+                                   "a dict key of type 'Boom' cannot be a JSON object key"),
 }
 
 #: Exceptions whose name or message is a program's str subclass: (program, how the run's error ends)
@@ -124,15 +124,30 @@ TASK_EXITS = {
     for exc in ("SystemExit", "KeyboardInterrupt")
     for how, expr in (("gather", "asyncio.gather(leave())"),
                       ("wait_for", "asyncio.wait_for(leave(), 5)"),
-                      ("as_completed", "list(asyncio.as_completed([leave()]))[0]"))
+                      ("as_completed", "list(asyncio.as_completed([leave()]))[0]"),
+                      ("create_task", "asyncio.create_task(leave())"),
+                      ("task-result", "_result(leave)"),
+                      ("taskgroup", "_group(leave)"))
 }
+_HELPERS = """
+async def _group(leave):
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(leave())
+async def _result(leave):
+    done, pending = await asyncio.wait([asyncio.create_task(leave())])
+    return done.pop().result()
+"""
+TASK_EXITS = {case: program.replace("async def leave():", _HELPERS.strip() + "\nasync def leave():")
+              for case, program in TASK_EXITS.items()}
 
 
 async def _in_process(program: str) -> tuple[object, str | None, str | None]:
     logs: list[str] = []
     with anyio.fail_after(20):
-        outcome = await run_program(compile_program(textwrap.dedent(program).strip()), tool_names=TOOL_NAMES,
-                                    call_tool=fake_call_tool, log=logs.append)
+        # (in a task of its own, as in the worker: a failing TaskGroup child cancels its parent task)
+        outcome = await asyncio.ensure_future(run_program(
+            compile_program(textwrap.dedent(program).strip()), tool_names=TOOL_NAMES,
+            call_tool=fake_call_tool, log=logs.append))
     return outcome.value, outcome.error_kind, outcome.error_message
 
 
@@ -173,6 +188,33 @@ async def test_a_result_key_cannot_run_code_after_the_program(
                                        call_tool=fake_call_tool, session=opened)
         assert result.error is not None and result.error.kind == "invalid-output", result
         assert expected in result.error.message
+    with anyio.fail_after(30):
+        after = await sandbox.run("return 'still here'", tool_names=TOOL_NAMES, call_tool=fake_call_tool,
+                                  session=session)
+    assert after.value == "still here" and not after.stats.session_restarted
+
+
+async def test_a_finaliser_that_changes_the_result_ends_the_run_cleanly(
+        session_box: tuple[Sandbox, SandboxSession]) -> None:
+    """A generator's ``finally`` run by the collector while the result is copied: either the copy was
+    taken first (the value as returned, without the late key) or the run is ``invalid-output``; never
+    a dead worker."""
+    changed = "the program's result changed while it was checked"
+
+    def clean(value: object, kind: str | None, message: str | None) -> bool:
+        if kind is None:
+            return (isinstance(value, dict) and len(value) == 20000
+                    and not any(k.startswith("late") for k in value))
+        return kind == "invalid-output" and message is not None and changed in message
+
+    assert clean(*await _in_process(_FINALISER))
+    sandbox, session = session_box
+    for opened in (None, session):
+        with anyio.fail_after(30):
+            result = await sandbox.run(textwrap.dedent(_FINALISER).strip(), tool_names=TOOL_NAMES,
+                                       call_tool=fake_call_tool, session=opened)
+        error = result.error
+        assert clean(result.value, *((None, None) if error is None else (error.kind, error.message)))
     with anyio.fail_after(30):
         after = await sandbox.run("return 'still here'", tool_names=TOOL_NAMES, call_tool=fake_call_tool,
                                   session=session)
@@ -303,7 +345,7 @@ def _plain_value(program: str) -> object:
 async def test_private_class_keywords_are_refused(case: str) -> None:
     program, plain = PRIVATE_CLASS_KEYWORDS[case]
     assert _plain_value(program) == plain
-    with pytest.raises(ProgramCompileError, match="class keyword"):
+    with pytest.raises(ProgramCompileError, match=r"class keyword|cannot be used"):
         compile_program(program)
 
 
