@@ -245,7 +245,7 @@ def forbidden_reason(value: object) -> str | None:
 
 def _resolve_in_classes(obj: object, name: str) -> object:
     """The class-dict entry a lookup of ``name`` on ``obj`` finds first (a ``super`` proxy's too)."""
-    if type(obj) is super:
+    if isinstance(obj, super):
         proxy: Any = obj
         owner = proxy.__self_class__
         if owner is None:
@@ -299,9 +299,10 @@ def _is_plain_program_class(cls: type) -> bool:
     """A program class whose every base is a program class, a ``builtins`` type or a plain ABC base."""
     known = _plain_classes.get(cls)
     if known is None:
+        # (not ``super``: a subclass's instances forward lookups to a host object's classes)
         known = cls in _PROGRAM_CLASSES and all(
-            klass in _PROGRAM_CLASSES or klass.__module__ == "builtins" or klass in _PLAIN_BASES
-            for klass in cls.__mro__)
+            klass in _PROGRAM_CLASSES or (klass.__module__ == "builtins" and klass is not super)
+            or klass in _PLAIN_BASES for klass in cls.__mro__)
         _plain_classes[cls] = known
     return known
 

@@ -1,0 +1,87 @@
+"""Escape family C10: a red-team round on the wider language (formatter, operator callers, match,
+private names, eval/exec, asyncio wrappers, the new module facades, boundary values).
+
+Every attack reads the secret (a file) or reaches a real host object under plain CPython, and fails in
+the sandbox, in process and in the isolated worker. ``test_reaches_nothing`` also checks, for payloads
+whose last step would fail anyway in the sandbox (``open`` is not a builtin there), that the host
+object the payload is after never reaches the program: the run must stop *before* it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from codemode.sandbox.interpreter import compile_program, run_program
+
+from .conftest import TOOL_NAMES, Attack, EscapeHarness, fake_call_tool
+
+ATTACKS = [
+    # -- a program subclass of ``super`` was a "plain program class", so its ``_x`` reads were allowed:
+    #    but a super proxy resolves them in a host object's classes (a facade's ``_real`` slot, pathlib's
+    #    ``_flavour`` whose ``pathmod.os`` is the real os module)
+    Attack("super-subclass-private-slot", """
+        import asyncio
+        class S(super):
+            pass
+        class Q(asyncio.Queue):
+            pass
+        q = Q()
+        real = S(Q, q)._real
+        loop = S(type(real), real)._get_loop()
+        return await loop.run_in_executor(None, lambda: open(SECRET_PATH).read())
+    """, mode="facades"),
+    Attack("super-subclass-pathlib-flavour-os", """
+        import pathlib
+        class S(super):
+            pass
+        class P(pathlib.PurePosixPath):
+            pass
+        os = S(P, P("x"))._flavour.pathmod.os
+        fd = os.open(SECRET_PATH, os.O_RDONLY)
+        return os.read(fd, 100).decode()
+    """),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.id)
+async def test_attack_is_blocked(escape: EscapeHarness, attack: Attack) -> None:
+    """It reaches the secret under plain CPython and fails under the sandbox."""
+    await escape.check(attack)
+
+
+#: Payloads that return the host object they reach (its repr names it): the run must fail before.
+REACHES = [
+    ("super-subclass-real-queue", """
+        import asyncio
+        class S(super):
+            pass
+        class Q(asyncio.Queue):
+            pass
+        q = Q()
+        return repr(S(Q, q)._real)
+    """, "maxsize"),
+    ("super-subclass-loop", """
+        import asyncio
+        class S(super):
+            pass
+        class Q(asyncio.Queue):
+            pass
+        q = Q()
+        real = S(Q, q)._real
+        return repr(S(type(real), real)._get_loop())
+    """, "EventLoop"),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("program", "marker"), [(p, m) for _, p, m in REACHES], ids=[i for i, _, _ in REACHES])
+async def test_reaches_nothing(program: str, marker: str) -> None:
+    """The run fails and the host object's repr is nowhere in what it produced."""
+    import textwrap
+
+    logs: list[str] = []
+    outcome = await run_program(compile_program(textwrap.dedent(program)), tool_names=TOOL_NAMES,
+                                call_tool=fake_call_tool, log=logs.append)
+    assert outcome.error_kind is not None, outcome
+    assert marker not in repr(outcome) + "".join(logs)
