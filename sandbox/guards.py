@@ -90,6 +90,7 @@ __all__ = (
     "SafeType",
     "build_safe_builtins",
     "check_code_name",
+    "check_match_args",
     "check_namespace_name",
     "forbidden_reason",
     "guarded_delattr",
@@ -601,6 +602,32 @@ def _most_derived_metaclass(bases: tuple[Any, ...]) -> type:
     return winner
 
 
+def check_match_args(cls: type) -> None:
+    """Refuse a program class whose positional ``match`` patterns would read what the guard refuses.
+
+    ``case C(x)`` reads the names in ``C.__match_args__`` with a C-level ``getattr``. A program's
+    dataclass (or a class inheriting its ``__match_args__``) names its fields there: a field the
+    instance does not hold resolves in the classes, so ``format`` on a ``str`` subclass is the real
+    ``str.format`` and ``_x`` on a subclass of a host class is that class's private state. Such names
+    are refused unless the guard would give the same answer: ``_x`` on the program's plain classes, a
+    checked name (``obj``, ``format``) there too when no host class defines it.
+    """
+    names = getattr(cls, "__match_args__", ())
+    for name in names if type(names) is tuple else ():
+        if type(name) is not str:
+            continue
+        if name.startswith("_"):
+            refused = not (is_private_name(name) and private_access_ok(cls))
+        elif name in GUARDED_ATTRIBUTES or name.startswith(GUARDED_PREFIXES):
+            refused = not private_access_ok(cls) or any(
+                name in klass.__dict__ for klass in cls.__mro__ if klass not in _PROGRAM_CLASSES)
+        else:
+            continue
+        if refused:
+            raise TypeError(f"class {cls.__name__!r}: the field {name!r} cannot be matched by position in "
+                            "the sandbox (the attribute guard refuses or checks it); rename the field")
+
+
 class ClassFactory:
     """``__metaclass__`` for ``class`` statements: the metaclass Python would pick, recorded as program's."""
 
@@ -614,6 +641,7 @@ class ClassFactory:
         meta = _most_derived_metaclass(bases)
         cls: type = meta(name, bases, namespace, **kwargs)
         register_program_class(cls)
+        check_match_args(cls)
         return cls
 
     def __repr__(self) -> str:

@@ -40,6 +40,39 @@ ATTACKS = [
         fd = os.open(SECRET_PATH, os.O_RDONLY)
         return os.read(fd, 100).decode()
     """),
+    # -- ``case C(x)`` reads the names in ``C.__match_args__`` in C: a program dataclass's field that the
+    #    instance does not hold resolves in the classes (a host base's private state, the real str.format)
+    Attack("match-positional-private-field-of-host-base", """
+        import dataclasses, pathlib
+        @dataclasses.dataclass(init=False, repr=False, eq=False)
+        class D(pathlib.PurePosixPath):
+            _flavour: object
+        match D("x"):
+            case D(flavour):
+                os = flavour.pathmod.os
+                return os.read(os.open(SECRET_PATH, os.O_RDONLY), 100).decode()
+    """),
+    Attack("match-positional-inherited-private-field", """
+        import dataclasses, pathlib
+        @dataclasses.dataclass(init=False)
+        class Base:
+            _flavour: object
+        class E(Base, pathlib.PurePosixPath):
+            pass
+        match E("x"):
+            case E(flavour):
+                os = flavour.pathmod.os
+                return os.read(os.open(SECRET_PATH, os.O_RDONLY), 100).decode()
+    """),
+    Attack("match-positional-format-field-of-str", """
+        import dataclasses, random
+        @dataclasses.dataclass(init=False, repr=False, eq=False)
+        class D(str):
+            format: object
+        match D("{0.__globals__[_os].environ}"):
+            case D(render):
+                return render(random.seed)
+    """),
 ]
 
 
