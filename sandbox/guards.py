@@ -120,7 +120,7 @@ _ASYNCIO_NAMES: Final = frozenset({"get_loop", "get_stack", "print_stack", "get_
 
 #: ``_``-names a program may read on any object: plain strings (``type(err).__name__``, ``f.__doc__``)
 #: an exception's cause and context (exceptions; their ``__traceback__`` stays refused) and an enum's
-#: ``__members__`` (a read-only mapping of its members).
+#: ``__members__`` (a proxy over a copy of its members: loads go through ``_getattr_``).
 READABLE_NAMES: Final = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__cause__",
                                    "__context__", "__members__"})
 #: The namedtuple API, ``_``-prefixed so as not to clash with field names: readable on namedtuple
@@ -331,7 +331,7 @@ def _check_read(obj: object, name: object) -> int:
         return _CHECK_VALUE
     if name.startswith("_"):
         if name in READABLE_NAMES:
-            return _PLAIN
+            return _COPY_DICT if name == "__members__" else _PLAIN
         if name in NAMEDTUPLE_NAMES and _is_namedtuple(obj):
             return _COPY_DICT if name == "_field_defaults" else _PLAIN
         # (on a class, only what its own MRO holds: not its metaclass's privates, ABCMeta's included)
@@ -375,6 +375,9 @@ def guarded_getattr(obj: object, name: str, default: Any = _MISSING) -> Any:
     if value is _MISSING:
         return default
     if finish == _COPY_DICT:
+        # (a proxy hands its real mapping to the other side's __eq__: an enum's member map)
+        if type(value) is types.MappingProxyType:
+            return types.MappingProxyType(dict(value))
         return dict(value) if isinstance(value, dict) else value
     if name in _FORMAT_NAMES:
         safe = _safe_format(value)

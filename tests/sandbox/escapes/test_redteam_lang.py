@@ -9,6 +9,8 @@ object the payload is after never reaches the program: the run must stop *before
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from codemode.sandbox.interpreter import compile_program, run_program
@@ -118,3 +120,60 @@ async def test_reaches_nothing(program: str, marker: str) -> None:
                                 call_tool=fake_call_tool, log=logs.append)
     assert outcome.error_kind is not None, outcome
     assert marker not in repr(outcome) + "".join(logs)
+
+
+# -- a mappingproxy compares its mapping: ``proxy == x`` hands the real dict to ``x.__eq__``. Programs
+#    reach proxies over host dicts (an enum's ``__members__`` is its ``_member_map_``; dataclasses'
+#    shared ``_EMPTY_METADATA``), so they could write host state that every later run of the process sees.
+PLANTS = [
+    ("enum-members-of-host-enum", """
+        import re
+        got = []
+        class Grab:
+            def __eq__(self, other):
+                got.append(other)
+                return False
+        re.RegexFlag.__members__ == Grab()
+        got[0]["PLANTED"] = "by the program"
+        return "PLANTED" in re.RegexFlag.__members__
+    """, lambda: "PLANTED" in __import__("re").RegexFlag.__members__),
+    ("dataclasses-empty-metadata", """
+        import dataclasses
+        got = []
+        class Grab:
+            def __eq__(self, other):
+                got.append(other)
+                return False
+        @dataclasses.dataclass
+        class A:
+            x: int = 0
+        dataclasses.fields(A)[0].metadata == Grab()
+        got[0]["PLANTED"] = "by the program"
+        return dict(dataclasses.fields(A)[0].metadata)
+    """, lambda: "PLANTED" in __import__("dataclasses")._EMPTY_METADATA),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("program", "planted"), [(p, c) for _, p, c in PLANTS], ids=[i for i, _, _ in PLANTS])
+async def test_host_mapping_stays_unwritten(program: str, planted: Any) -> None:
+    """The program cannot write a host dict through the proxy it can read."""
+    import textwrap
+
+    try:
+        await run_program(compile_program(textwrap.dedent(program)), tool_names=TOOL_NAMES,
+                          call_tool=fake_call_tool, log=lambda line: None)
+        assert not planted()
+    finally:
+        _undo_plants()
+
+
+def _undo_plants() -> None:
+    import dataclasses
+    import gc
+    import re
+
+    re.RegexFlag._member_map_.pop("PLANTED", None)
+    for referent in gc.get_referents(dataclasses._EMPTY_METADATA):  # type: ignore[attr-defined]
+        if type(referent) is dict:
+            referent.pop("PLANTED", None)
