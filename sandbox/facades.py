@@ -75,7 +75,7 @@ import textwrap
 import types
 import typing
 import uuid
-from collections.abc import Callable, Coroutine, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
 from typing import Any, Final, NoReturn, cast
 
 from .guards import (
@@ -298,25 +298,6 @@ def _check_field_names(cls: type) -> None:
             names.extend(fields)
     for name in names:
         check_code_name(name, "dataclasses.dataclass field")
-
-
-class _NoMetadata(Mapping[str, object]):
-    """The mapping behind a field's empty ``metadata``: immutable, unlike the shared dict it replaces."""
-
-    __slots__ = ()
-
-    def __getitem__(self, key: str) -> object:
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
-
-# (a proxy hands its mapping to the other side's __eq__: over a dict, every field's metadata was writable)
-dataclasses._EMPTY_METADATA = types.MappingProxyType(_NoMetadata())  # type: ignore[attr-defined]
 
 
 def _dataclass(cls: object = None, /, **options: Any) -> Any:

@@ -126,8 +126,12 @@ READABLE_NAMES: Final = frozenset({"__name__", "__qualname__", "__doc__", "__mod
 #: The namedtuple API, ``_``-prefixed so as not to clash with field names: readable on namedtuple
 #: classes and instances only (checked at run time, so their loads go through ``_getattr_``).
 NAMEDTUPLE_NAMES: Final = frozenset({"_asdict", "_replace", "_make", "_fields", "_field_defaults"})
+#: Public names whose value can be a mappingproxy over shared host state (a compiled pattern's group
+#: index, kept in ``re``'s cache; a dataclass field's metadata): a proxy hands its real dict to the other
+#: side's ``__eq__``, so these loads get a proxy over a copy.
+_PROXY_NAMES: Final = frozenset({"groupindex", "metadata"})
 #: Names whose loads are checked on the value they resolve to (see :func:`forbidden_reason`).
-_VALUE_CHECKED: Final = _FORMAT_NAMES | _FORMATTER_NAMES | _COROUTINE_NAMES | _ASYNCIO_NAMES | {
+_VALUE_CHECKED: Final = _FORMAT_NAMES | _FORMATTER_NAMES | _COROUTINE_NAMES | _ASYNCIO_NAMES | _PROXY_NAMES | {
     "obj", "register"}
 
 #: Literal attribute names whose loads keep the ``_getattr_`` call (all other loads are native).
@@ -383,6 +387,8 @@ def guarded_getattr(obj: object, name: str, default: Any = _MISSING) -> Any:
         safe = _safe_format(value)
         if safe is not None:
             return safe
+    if type(value) is types.MappingProxyType and name in _PROXY_NAMES:
+        return types.MappingProxyType(dict(value))
     why = forbidden_reason(value)
     if why is None:
         return value

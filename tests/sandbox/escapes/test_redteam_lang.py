@@ -151,6 +151,17 @@ PLANTS = [
         got[0]["PLANTED"] = "by the program"
         return dict(dataclasses.fields(A)[0].metadata)
     """, lambda: "PLANTED" in __import__("dataclasses")._EMPTY_METADATA),
+    ("re-cached-pattern-groupindex", """
+        import re
+        got = []
+        class Grab:
+            def __eq__(self, other):
+                got.append(other)
+                return False
+        re.compile("(?P<first>a)(b)").groupindex == Grab()
+        got[0]["PLANTED"] = 2
+        return re.compile("(?P<first>a)(b)").match("ab").group("PLANTED")
+    """, lambda: "PLANTED" in __import__("re").compile("(?P<first>a)(b)").groupindex),
 ]
 
 
@@ -174,6 +185,7 @@ def _undo_plants() -> None:
     import re
 
     re.RegexFlag._member_map_.pop("PLANTED", None)
+    re.purge()
     for referent in gc.get_referents(dataclasses._EMPTY_METADATA):  # type: ignore[attr-defined]
         if type(referent) is dict:
             referent.pop("PLANTED", None)
