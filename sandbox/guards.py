@@ -163,15 +163,16 @@ _PROGRAM_CLASSES: weakref.WeakSet[type] = weakref.WeakSet()
 
 
 def _async_generator_awaitables() -> tuple[type, ...]:
-    """The types of ``agen.asend(v)`` and ``agen.athrow(e)`` (their ``send``/``throw`` drive it by hand)."""
+    """The types of ``agen.asend(v)``, ``agen.athrow(e)`` and ``anext(agen, default)`` (their
+    ``send``/``throw`` drive it by hand)."""
     async def probe() -> Any:
         yield None
 
     generator = probe()
-    sending, throwing = generator.asend(None), generator.athrow(GeneratorExit)
-    kinds = (type(sending), type(throwing))
-    sending.close()
-    throwing.close()
+    sending, throwing, defaulted = generator.asend(None), generator.athrow(GeneratorExit), anext(generator, 0)
+    kinds = (type(sending), type(throwing), type(defaulted))
+    for awaitable in (sending, throwing, defaulted):
+        awaitable.close()
     return kinds
 
 

@@ -106,6 +106,20 @@ REACHES = [
         real = S(Q, q)._real
         return repr(S(type(real), real)._get_loop())
     """, "EventLoop"),
+    # anext(agen, default) is a third awaitable over an async generator: its send() drives it by hand
+    # and hands out the event loop's futures (and the real Task behind an awaited create_task)
+    ("anext-default-driven-by-hand", """
+        import asyncio
+        async def ticks():
+            await asyncio.create_task(asyncio.sleep(0.01))
+            yield 1
+        return repr(anext(ticks(), None).send(None))
+    """, "Task"),
+    ("anext-default-throw-method", """
+        async def ticks():
+            yield 1
+        return repr(getattr(anext(ticks(), None), "throw"))
+    """, "anext_awaitable"),
 ]
 
 
