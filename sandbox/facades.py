@@ -80,7 +80,7 @@ from typing import Any, Final, NoReturn, cast
 
 from .guards import (
     check_code_name,
-    check_match_args,
+    check_field_reads,
     check_namespace_name,
     is_program_class,
     is_program_function,
@@ -306,7 +306,7 @@ def _dataclass(cls: object = None, /, **options: Any) -> Any:
         _check_field_names(checked)
         made: type = dataclasses.dataclass(checked, **options)
         register_program_class(made)
-        check_match_args(made)
+        check_field_reads(made)
         return made
 
     return wrap if cls is None else wrap(cls)

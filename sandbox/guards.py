@@ -90,7 +90,7 @@ __all__ = (
     "SafeType",
     "build_safe_builtins",
     "check_code_name",
-    "check_match_args",
+    "check_field_reads",
     "check_namespace_name",
     "forbidden_reason",
     "guarded_delattr",
@@ -612,18 +612,24 @@ def _most_derived_metaclass(bases: tuple[Any, ...]) -> type:
     return winner
 
 
-def check_match_args(cls: type) -> None:
-    """Refuse a program class whose positional ``match`` patterns would read what the guard refuses.
+def check_field_reads(cls: type) -> None:
+    """Refuse a program class whose fields would be read in C with names the guard refuses.
 
-    ``case C(x)`` reads the names in ``C.__match_args__`` with a C-level ``getattr``. A program's
-    dataclass (or a class inheriting its ``__match_args__``) names its fields there: a field the
-    instance does not hold resolves in the classes, so ``format`` on a ``str`` subclass is the real
+    ``case C(x)`` reads the names in ``C.__match_args__`` with a C-level ``getattr``, and
+    ``dataclasses.asdict``/``astuple``/``replace`` read every dataclass field with ``getattr``. A field
+    the instance does not hold resolves in the classes, so ``format`` on a ``str`` subclass is the real
     ``str.format`` and ``_x`` on a subclass of a host class is that class's private state. Such names
     are refused unless the guard would give the same answer: ``_x`` on the program's plain classes, a
     checked name (``obj``, ``format``) there too when no host class defines it.
     """
-    names = getattr(cls, "__match_args__", ())
-    for name in names if type(names) is tuple else ():
+    names: list[object] = []
+    match_args = getattr(cls, "__match_args__", ())
+    if type(match_args) is tuple:
+        names.extend(match_args)
+    fields = getattr(cls, "__dataclass_fields__", None)
+    if type(fields) is dict:
+        names.extend(fields)
+    for name in names:
         if type(name) is not str:
             continue
         if name.startswith("_"):
@@ -634,8 +640,9 @@ def check_match_args(cls: type) -> None:
         else:
             continue
         if refused:
-            raise TypeError(f"class {cls.__name__!r}: the field {name!r} cannot be matched by position in "
-                            "the sandbox (the attribute guard refuses or checks it); rename the field")
+            raise TypeError(f"class {cls.__name__!r}: the field {name!r} is not available in the sandbox "
+                            "(match patterns and dataclasses read fields in C, and the attribute guard "
+                            "refuses or checks this one here); rename the field")
 
 
 class ClassFactory:
@@ -651,7 +658,7 @@ class ClassFactory:
         meta = _most_derived_metaclass(bases)
         cls: type = meta(name, bases, namespace, **kwargs)
         register_program_class(cls)
-        check_match_args(cls)
+        check_field_reads(cls)
         return cls
 
     def __repr__(self) -> str:

@@ -66,6 +66,32 @@ ATTACKS = [
                 os = flavour.pathmod.os
                 return os.read(os.open(SECRET_PATH, os.O_RDONLY), 100).decode()
     """),
+    # ... and dataclasses.asdict/astuple/replace read every field with getattr (match_args=False too)
+    Attack("dataclass-astuple-private-field-of-host-base", """
+        import dataclasses, pathlib
+        @dataclasses.dataclass(init=False, repr=False, eq=False, match_args=False)
+        class D(pathlib.PurePosixPath):
+            _flavour: object
+        os = dataclasses.astuple(D("x"))[0].pathmod.os
+        return os.read(os.open(SECRET_PATH, os.O_RDONLY), 100).decode()
+    """),
+    Attack("dataclass-asdict-inherited-private-field", """
+        import dataclasses, pathlib
+        @dataclasses.dataclass(init=False, match_args=False)
+        class Base:
+            _flavour: object
+        class E(Base, pathlib.PurePosixPath):
+            pass
+        os = dataclasses.asdict(E("x"))["_flavour"].pathmod.os
+        return os.read(os.open(SECRET_PATH, os.O_RDONLY), 100).decode()
+    """),
+    Attack("dataclass-asdict-format-field-of-str", """
+        import dataclasses, random
+        @dataclasses.dataclass(init=False, repr=False, eq=False, match_args=False)
+        class D(str):
+            format: object
+        return dataclasses.asdict(D("{0.__globals__[_os].environ}"))["format"](random.seed)
+    """),
     Attack("match-positional-format-field-of-str", """
         import dataclasses, random
         @dataclasses.dataclass(init=False, repr=False, eq=False)
