@@ -152,7 +152,8 @@ _WHY_COROUTINE: Final = "drive coroutines with await"
 _WHY_ASYNCIO: Final = "event loop internals are off limits"
 _WHY_ERROR_OBJ: Final = "AttributeError.obj can expose sandbox internals"
 _WHY_INTERNAL: Final = "frame, code, generator, coroutine and traceback internals are off limits"
-_WHY_REGISTER: Final = "only classes the program defined can register virtual subclasses"
+_WHY_REGISTER: Final = ("only classes the program defined (below no host ABC but abc.ABC) can register virtual "
+                        "subclasses")
 
 # How a read must be finished (what _check_read returns).
 _PLAIN: Final = 0
@@ -233,7 +234,7 @@ def forbidden_reason(value: object) -> str | None:
     if kind is types.MethodType:
         function = value.__func__  # type: ignore[attr-defined]
         if function is _ABC_REGISTER:
-            return None if is_program_class(value.__self__) else _WHY_REGISTER  # type: ignore[attr-defined]
+            return None if _registers_only_program_classes(value.__self__) else _WHY_REGISTER  # type: ignore[attr-defined]
         value = function
     elif kind is types.BuiltinMethodType:
         candidates = _FORBIDDEN_C_METHODS.get(value.__name__)  # type: ignore[attr-defined]
@@ -247,6 +248,19 @@ def forbidden_reason(value: object) -> str | None:
         return _WHY_INTERNAL
     held = _FORBIDDEN.get(id(value))
     return held[1] if held is not None and held[0] is value else None
+
+
+def _registers_only_program_classes(cls: object) -> bool:
+    """Whether ``cls.register(x)`` changes the answers of the program's ABCs only.
+
+    A virtual subclass of ``cls`` is one of every ABC above it too (``issubclass`` walks the ABC's
+    subclasses), so ``cls`` and each ABC in its MRO (``abc.ABC`` aside) must be the program's: a program
+    subclass of ``numbers.Integral`` registering ``float`` would make ``isinstance(1.5, numbers.Integral)``
+    true for the whole process.
+    """
+    return isinstance(cls, type) and cls in _PROGRAM_CLASSES and all(
+        klass in _PROGRAM_CLASSES or klass is abc.ABC or not isinstance(klass, abc.ABCMeta)
+        for klass in cls.__mro__)
 
 
 def _resolve_in_classes(obj: object, name: str) -> object:

@@ -202,6 +202,15 @@ PLANTS = [
         got[0]["PLANTED"] = 2
         return re.compile("(?P<first>a)(b)").match("ab").group("PLANTED")
     """, lambda: "PLANTED" in __import__("re").compile("(?P<first>a)(b)").groupindex),
+    # a virtual subclass of a program ABC is one of every ABC above it: a program subclass of a host ABC
+    # registering a host type changed that ABC's answer for the whole process
+    ("abc-register-through-program-subclass", """
+        import numbers
+        class P(numbers.Integral):
+            pass
+        P.register(float)
+        return isinstance(1.5, numbers.Integral)
+    """, lambda: isinstance(1.5, __import__("numbers").Integral)),
 ]
 
 
@@ -222,10 +231,12 @@ async def test_host_mapping_stays_unwritten(program: str, planted: Any) -> None:
 def _undo_plants() -> None:
     import dataclasses
     import gc
+    import numbers
     import re
 
     re.RegexFlag._member_map_.pop("PLANTED", None)
     re.purge()
+    numbers.Integral._abc_caches_clear()  # type: ignore[attr-defined]
     for referent in gc.get_referents(dataclasses._EMPTY_METADATA):  # type: ignore[attr-defined]
         if type(referent) is dict:
             referent.pop("PLANTED", None)
