@@ -338,6 +338,15 @@ def private_access_ok(obj: object) -> bool:
     return _is_plain_program_class(cls)
 
 
+def _private_owner(obj: object) -> object:
+    """Whose ``_x`` names a read on ``obj`` sees: a ``super`` proxy resolves them in its object's classes
+    (``super()._helper()`` in the program's own hierarchy), anything else in its own."""
+    if isinstance(obj, super):
+        proxy: Any = obj
+        return _MISSING if proxy.__self__ is None else proxy.__self__
+    return obj
+
+
 def _check_read(obj: object, name: object) -> int:
     """Refuse a read by name (before any lookup); say how the read must be finished."""
     if type(name) is not str:
@@ -354,7 +363,7 @@ def _check_read(obj: object, name: object) -> int:
         if name in NAMEDTUPLE_NAMES and _is_namedtuple(obj):
             return _COPY_DICT if name == "_field_defaults" else _PLAIN
         # (on a class, only what its own MRO holds: not its metaclass's privates, ABCMeta's included)
-        if is_private_name(name) and private_access_ok(obj) and (
+        if is_private_name(name) and private_access_ok(_private_owner(obj)) and (
                 not isinstance(obj, type) or _resolve_in_classes(obj, name) is not _MISSING):
             return _PLAIN
         _refuse(name, _WHY_PRIVATE)

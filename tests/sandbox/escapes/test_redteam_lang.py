@@ -132,6 +132,13 @@ REACHES = [
         real = S(Q, q)._real
         return repr(S(type(real), real)._get_loop())
     """, "EventLoop"),
+    ("super-proxy-private-of-facade-subclass", """
+        import asyncio
+        class Q(asyncio.Queue):
+            def peek(self):
+                return repr(super()._real)
+        return Q().peek()
+    """, "maxsize"),
     # anext(agen, default) is a third awaitable over an async generator: its send() drives it by hand
     # and hands out the event loop's futures (and the real Task behind an awaited create_task)
     ("anext-default-driven-by-hand", """
@@ -240,3 +247,24 @@ def _undo_plants() -> None:
     for referent in gc.get_referents(dataclasses._EMPTY_METADATA):  # type: ignore[attr-defined]
         if type(referent) is dict:
             referent.pop("PLANTED", None)
+
+
+@pytest.mark.anyio
+async def test_super_reads_private_names_of_the_programs_own_hierarchy() -> None:
+    """``super()._helper()`` works where every class is the program's (same answer as CPython)."""
+    import textwrap
+
+    program = """
+        class A:
+            def _helper(self):
+                return "A"
+        class B(A):
+            def _helper(self):
+                return "B+" + super()._helper()
+        class S(super):
+            pass
+        return [B()._helper(), S(B, B())._helper()]
+    """
+    outcome = await run_program(compile_program(textwrap.dedent(program)), tool_names=TOOL_NAMES,
+                                call_tool=fake_call_tool, log=lambda line: None)
+    assert outcome.value == ["B+A", "A"], outcome
