@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, NoReturn
 
 from .facades import SafeAwaitable, _number, _spawn, coroutine_of
-from .guards import guarded_getattr
+from .guards import guarded_getattr, is_program_function
 
 __all__ = ("CURRENT_PRINT", "extra_members")
 
@@ -401,6 +401,16 @@ class methodcaller:
 attrgetter.__module__ = methodcaller.__module__ = "operator"
 
 
+# -- abc -------------------------------------------------------------------------------------------
+
+
+def _abstractmethod(funcobj: Any) -> Any:
+    # (it sets __isabstractmethod__ on what it is given: a host function is shared by the process)
+    if not (is_program_function(funcobj) or type(funcobj) in (classmethod, staticmethod)):
+        raise TypeError("abc.abstractmethod() only accepts functions the program defined")
+    return abc.abstractmethod(funcobj)
+
+
 # -- time ------------------------------------------------------------------------------------------
 
 
@@ -502,7 +512,7 @@ def extra_members() -> dict[str, Any]:
     return {
         "asyncio": _asyncio_members(),
         "operator": {"attrgetter": attrgetter, "methodcaller": methodcaller},
-        "abc": {"ABC": abc.ABC, "abstractmethod": abc.abstractmethod},
+        "abc": {"ABC": abc.ABC, **_present("abc", abstractmethod=_abstractmethod)},
         "array": {"array": array.array, "typecodes": array.typecodes},
         "calendar": {**_pick(calendar, _CALENDAR), "HTMLCalendar": HTMLCalendar},
         "contextlib": _pick(contextlib, ("AsyncExitStack", "ExitStack", "aclosing", "asynccontextmanager",

@@ -211,6 +211,12 @@ PLANTS = [
     """, lambda: "PLANTED" in __import__("re").compile("(?P<first>a)(b)").groupindex),
     # a virtual subclass of a program ABC is one of every ABC above it: a program subclass of a host ABC
     # registering a host type changed that ABC's answer for the whole process
+    # abc.abstractmethod sets __isabstractmethod__ on what it is given: a host function is the process's
+    ("abc-abstractmethod-on-host-function", """
+        import abc, os
+        abc.abstractmethod(os.path.join)
+        return "marked"
+    """, lambda: getattr(__import__("posixpath").join, "__isabstractmethod__", False)),
     ("abc-register-through-program-subclass", """
         import numbers
         class P(numbers.Integral):
@@ -239,10 +245,12 @@ def _undo_plants() -> None:
     import dataclasses
     import gc
     import numbers
+    import posixpath
     import re
 
     re.RegexFlag._member_map_.pop("PLANTED", None)
     re.purge()
+    vars(posixpath.join).pop("__isabstractmethod__", None)
     numbers.Integral._abc_caches_clear()  # type: ignore[attr-defined]
     for referent in gc.get_referents(dataclasses._EMPTY_METADATA):  # type: ignore[attr-defined]
         if type(referent) is dict:
