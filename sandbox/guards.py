@@ -131,8 +131,8 @@ NAMEDTUPLE_NAMES: Final = frozenset({"_asdict", "_replace", "_make", "_fields", 
 #: side's ``__eq__``, so these loads get a proxy over a copy.
 _PROXY_NAMES: Final = frozenset({"groupindex", "metadata"})
 #: Names whose loads are checked on the value they resolve to (see :func:`forbidden_reason`).
-_VALUE_CHECKED: Final = _FORMAT_NAMES | _FORMATTER_NAMES | _COROUTINE_NAMES | _ASYNCIO_NAMES | _PROXY_NAMES | {
-    "obj", "register"}
+_VALUE_CHECKED: Final = (_FORMAT_NAMES | _FORMATTER_NAMES | _COROUTINE_NAMES | _ASYNCIO_NAMES | _PROXY_NAMES
+                         | {"obj", "register"})
 
 #: Literal attribute names whose loads keep the ``_getattr_`` call (all other loads are native).
 GUARDED_ATTRIBUTES: Final[frozenset[str]] = (frozenset(INSPECT_ATTRIBUTES) | _VALUE_CHECKED
@@ -152,8 +152,8 @@ _WHY_COROUTINE: Final = "drive coroutines with await"
 _WHY_ASYNCIO: Final = "event loop internals are off limits"
 _WHY_ERROR_OBJ: Final = "AttributeError.obj can expose sandbox internals"
 _WHY_INTERNAL: Final = "frame, code, generator, coroutine and traceback internals are off limits"
-_WHY_REGISTER: Final = ("only classes the program defined (below no host ABC but abc.ABC) can register virtual "
-                        "subclasses")
+_WHY_REGISTER: Final = ("only classes the program defined (below no host ABC but abc.ABC) can register "
+                        "virtual subclasses")
 
 # How a read must be finished (what _check_read returns).
 _PLAIN: Final = 0

@@ -9,6 +9,7 @@ object the payload is after never reaches the program: the run must stop *before
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import pytest
@@ -157,11 +158,10 @@ REACHES = [
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("program", "marker"), [(p, m) for _, p, m in REACHES], ids=[i for i, _, _ in REACHES])
+@pytest.mark.parametrize(("program", "marker"), [(p, m) for _, p, m in REACHES],
+                         ids=[i for i, _, _ in REACHES])
 async def test_reaches_nothing(program: str, marker: str) -> None:
     """The run fails and the host object's repr is nowhere in what it produced."""
-    import textwrap
-
     logs: list[str] = []
     outcome = await run_program(compile_program(textwrap.dedent(program)), tool_names=TOOL_NAMES,
                                 call_tool=fake_call_tool, log=logs.append)
@@ -228,11 +228,10 @@ PLANTS = [
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("program", "planted"), [(p, c) for _, p, c in PLANTS], ids=[i for i, _, _ in PLANTS])
+@pytest.mark.parametrize(("program", "planted"), [(p, c) for _, p, c in PLANTS],
+                         ids=[i for i, _, _ in PLANTS])
 async def test_host_mapping_stays_unwritten(program: str, planted: Any) -> None:
     """The program cannot write a host dict through the proxy it can read."""
-    import textwrap
-
     try:
         await run_program(compile_program(textwrap.dedent(program)), tool_names=TOOL_NAMES,
                           call_tool=fake_call_tool, log=lambda line: None)
@@ -260,8 +259,6 @@ def _undo_plants() -> None:
 @pytest.mark.anyio
 async def test_super_reads_private_names_of_the_programs_own_hierarchy() -> None:
     """``super()._helper()`` works where every class is the program's (same answer as CPython)."""
-    import textwrap
-
     program = """
         class A:
             def _helper(self):
