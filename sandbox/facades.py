@@ -75,7 +75,7 @@ import textwrap
 import types
 import typing
 import uuid
-from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterable, Iterator, Mapping
 from typing import Any, Final, NoReturn, cast
 
 from .guards import (
@@ -495,11 +495,33 @@ def _json_loads(text: str | bytes, *, object_hook: Any = None, parse_float: Any 
                       parse_constant=parse_constant, object_pairs_hook=object_pairs_hook)
 
 
+class _Table(Mapping[Any, Any]):
+    """An immutable mapping for a shared table: a proxy over a dict hands that dict to ``proxy == x``
+    (and ``proxy | x``) of a program's ``x``, this hands out only itself."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: dict[Any, Any]) -> None:
+        self._entries = dict(entries)
+
+    def __getitem__(self, key: object) -> Any:
+        return self._entries[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return repr(self._entries)
+
+
 class _TextWrapper(textwrap.TextWrapper):
     """``textwrap.TextWrapper`` without its class-level translation dict (shared, mutable state)."""
 
     unicode_whitespace_trans = types.MappingProxyType(  # type: ignore[assignment]
-        dict(textwrap.TextWrapper.unicode_whitespace_trans))
+        _Table(textwrap.TextWrapper.unicode_whitespace_trans))
 
 
 _TextWrapper.__name__ = _TextWrapper.__qualname__ = "TextWrapper"

@@ -211,6 +211,19 @@ PLANTS = [
     """, lambda: "PLANTED" in __import__("re").compile("(?P<first>a)(b)").groupindex),
     # a virtual subclass of a program ABC is one of every ABC above it: a program subclass of a host ABC
     # registering a host type changed that ABC's answer for the whole process
+    # the facade's "immutable copy" of TextWrapper's class-level table was a proxy over a dict (and
+    # ``proxy | x`` hands it to ``x.__ror__`` as ``==`` does to ``x.__eq__``)
+    ("textwrap-class-table-via-ror", """
+        import textwrap
+        got = []
+        class Grab:
+            def __ror__(self, other):
+                got.append(other)
+                return {}
+        textwrap.TextWrapper.unicode_whitespace_trans | Grab()
+        got[0][ord("a")] = "Z"
+        return textwrap.TextWrapper(width=40).fill("banana")
+    """, lambda: _text_wrapper_table().get(ord("a")) is not None),
     # abc.abstractmethod sets __isabstractmethod__ on what it is given: a host function is the process's
     ("abc-abstractmethod-on-host-function", """
         import abc, os
@@ -240,6 +253,12 @@ async def test_host_mapping_stays_unwritten(program: str, planted: Any) -> None:
         _undo_plants()
 
 
+def _text_wrapper_table() -> Any:
+    from codemode.sandbox.facades import FACADES
+
+    return FACADES["textwrap"].TextWrapper.unicode_whitespace_trans
+
+
 def _undo_plants() -> None:
     import dataclasses
     import gc
@@ -254,6 +273,9 @@ def _undo_plants() -> None:
     for referent in gc.get_referents(dataclasses._EMPTY_METADATA):  # type: ignore[attr-defined]
         if type(referent) is dict:
             referent.pop("PLANTED", None)
+    for referent in gc.get_referents(_text_wrapper_table()):
+        if type(referent) is dict:
+            referent.pop(ord("a"), None)
 
 
 @pytest.mark.anyio
