@@ -635,6 +635,9 @@ def _most_derived_metaclass(bases: tuple[Any, ...]) -> type:
     return winner
 
 
+_TUPLE_GETTER: Final = type(collections.namedtuple("_Probe", "field").field)  # type: ignore[attr-defined]
+
+
 def check_field_reads(cls: type) -> None:
     """Refuse a program class whose fields would be read in C with names the guard refuses.
 
@@ -658,6 +661,8 @@ def check_field_reads(cls: type) -> None:
         if name.startswith("_"):
             refused = not (is_private_name(name) and private_access_ok(cls))
         elif name in GUARDED_ATTRIBUTES or name.startswith(GUARDED_PREFIXES):
+            if type(_resolve_in_classes(cls, name)) is _TUPLE_GETTER:
+                continue  # (a namedtuple's field: the item the tuple was made with)
             refused = not private_access_ok(cls) or any(
                 name in klass.__dict__ for klass in cls.__mro__ if klass not in _PROGRAM_CLASSES)
         else:

@@ -295,3 +295,31 @@ async def test_super_reads_private_names_of_the_programs_own_hierarchy() -> None
     outcome = await run_program(compile_program(textwrap.dedent(program)), tool_names=TOOL_NAMES,
                                 call_tool=fake_call_tool, log=lambda line: None)
     assert outcome.value == ["B+A", "A"], outcome
+
+
+@pytest.mark.anyio
+async def test_checked_field_names_stay_usable_where_the_program_owns_them() -> None:
+    """Field names the guard checks (``obj``, ``metadata``) work on the program's dataclasses and on
+    subclasses of its namedtuples, in match patterns too (same answer as CPython)."""
+    program = """
+        import collections, dataclasses
+        Row = collections.namedtuple("Row", "name metadata")
+        class R(Row):
+            pass
+        @dataclasses.dataclass
+        class E:
+            obj: str
+            metadata: dict
+        class F(E):
+            pass
+        match R("a", {"k": 1}):
+            case R(n, m):
+                pass
+        match F("x", {}):
+            case F(o, md):
+                pass
+        return [n, m, o, md, dataclasses.asdict(F("y", {"z": 2}))]
+    """
+    outcome = await run_program(compile_program(textwrap.dedent(program)), tool_names=TOOL_NAMES,
+                                call_tool=fake_call_tool, log=lambda line: None)
+    assert outcome.value == ["a", {"k": 1}, "x", {}, {"obj": "y", "metadata": {"z": 2}}], outcome
