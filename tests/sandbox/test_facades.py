@@ -494,8 +494,14 @@ def _reachable() -> dict[str, object]:
     return _walk(start)
 
 
+_DICT_VIEWS: tuple[type, ...] = (type({}.keys()), type({}.values()), type({}.items()))
+
+
 def _unproxied(value: object) -> object:
-    """A mappingproxy's mapping (``proxy == x`` and ``proxy | x`` hand it to a program's ``x``)."""
+    """A mappingproxy's mapping (``proxy == x`` and ``proxy | x`` hand it to a program's ``x``); a dict
+    view's dict (its ``mapping`` is a proxy of it)."""
+    if isinstance(value, _DICT_VIEWS):
+        value = value.mapping
     if type(value) is types.MappingProxyType:
         (mapping,) = gc.get_referents(value)
         return mapping
