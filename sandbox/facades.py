@@ -79,6 +79,7 @@ from collections.abc import Callable, Coroutine, Generator, Iterable, Iterator, 
 from typing import Any, Final, NoReturn, cast
 
 from .guards import (
+    PROGRAM_MARKER,
     check_code_name,
     check_field_reads,
     check_namespace_name,
@@ -184,6 +185,8 @@ class TaskRegistry:
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Set once :meth:`aclose` is done: nothing may start in the run after that.
+        self.closed = False
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -199,6 +202,7 @@ class TaskRegistry:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
             self._tasks.difference_update(pending)
+        self.closed = True
 
 
 #: The registry of the run in progress (set by the executor for the duration of a run).
@@ -467,16 +471,31 @@ class ProgramScope:
     workers do not share a sequence).
     """
 
-    __slots__ = ("_decimal", "_token")
+    __slots__ = ("_decimal", "_hooks", "_registry", "_token")
 
     def __init__(self, registry: TaskRegistry) -> None:
         self._token = CURRENT_TASKS.set(registry)
         _RANDOM.seed(random.getrandbits(128))
         self._decimal = decimal.getcontext()
         decimal.setcontext(decimal.Context())
+        # An abandoned async generator's ``finally`` runs in a task the event loop's finalizer starts: a
+        # program's must be one of the run's tasks (cancelled at its end), never code that runs later.
+        self._registry = registry
+        self._hooks = sys.get_asyncgen_hooks()
+        sys.set_asyncgen_hooks(firstiter=self._hooks.firstiter, finalizer=self._finalize)
+
+    def _finalize(self, agen: Any) -> None:
+        frame = agen.ag_frame
+        if frame is None or frame.f_globals.get(PROGRAM_MARKER) is not True:
+            if self._hooks.finalizer is not None:
+                self._hooks.finalizer(agen)
+        elif not self._registry.closed:
+            self._registry.spawn(agen.aclose())
+        # (after the run, a program's generator is dropped: its finally never runs)
 
     def close(self) -> None:
         """Restore what the run replaced."""
+        sys.set_asyncgen_hooks(firstiter=self._hooks.firstiter, finalizer=self._hooks.finalizer)
         decimal.setcontext(self._decimal)
         CURRENT_TASKS.reset(self._token)
 

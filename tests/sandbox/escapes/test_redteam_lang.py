@@ -323,3 +323,58 @@ async def test_checked_field_names_stay_usable_where_the_program_owns_them() -> 
     outcome = await run_program(compile_program(textwrap.dedent(program)), tool_names=TOOL_NAMES,
                                 call_tool=fake_call_tool, log=lambda line: None)
     assert outcome.value == ["a", {"k": 1}, "x", {}, {"obj": "y", "metadata": {"z": 2}}], outcome
+
+
+_OUTLIVER = """
+    import asyncio
+    async def ticks():
+        try:
+            yield 1
+        finally:
+            await asyncio.sleep(0.2)
+            print("late print")
+            await tools.search({"q": "after the run"})
+    agen = ticks()
+    await anext(agen)
+    del agen
+    return "done"
+"""
+
+
+@pytest.mark.anyio
+async def test_an_abandoned_async_generator_does_not_outlive_the_run() -> None:
+    """Its ``finally`` ran in a task the event loop's finalizer started, outside the run's registry: after
+    the run, printing into it and calling its tools (in a session: during the next run, with that run's
+    tools). It is one of the run's tasks now, cancelled at the end."""
+    import anyio
+
+    calls: list[object] = []
+    logs: list[str] = []
+
+    async def call_tool(name: str, args: Any) -> Any:
+        calls.append(args)
+        return {}
+
+    outcome = await run_program(compile_program(textwrap.dedent(_OUTLIVER)), tool_names=TOOL_NAMES,
+                                call_tool=call_tool, log=logs.append)
+    assert outcome.value == "done", outcome
+    await anyio.sleep(0.5)
+    assert calls == [] and logs == []
+
+
+@pytest.mark.anyio
+async def test_a_session_run_gets_nothing_from_the_previous_one(worker_sandbox: Any) -> None:
+    """Through the isolated worker: the next run of the session sees no late print and no late call."""
+    calls: list[object] = []
+
+    async def call_tool(name: str, args: Any) -> Any:
+        calls.append(args)
+        return {"ok": True}
+
+    async with worker_sandbox.open_session() as session:
+        first = await worker_sandbox.run(textwrap.dedent(_OUTLIVER), tool_names=TOOL_NAMES,
+                                         call_tool=call_tool, session=session)
+        second = await worker_sandbox.run("import asyncio\nawait asyncio.sleep(0.6)\nreturn 'second'",
+                                          tool_names=TOOL_NAMES, call_tool=call_tool, session=session)
+    assert (first.value, second.value) == ("done", "second"), (first, second)
+    assert calls == [] and second.logs == ()
