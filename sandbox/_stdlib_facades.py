@@ -444,7 +444,10 @@ class PrettyPrinter(pprint.PrettyPrinter):
     """``pprint.PrettyPrinter``; without ``stream=`` it prints through the run's ``print``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if len(args) < 4 and kwargs.get("stream") is None:
+        if len(args) >= 4:  # (stream is the fourth positional parameter)
+            if args[3] is None:
+                args = (*args[:3], _RunOutput(), *args[4:])
+        elif kwargs.get("stream") is None:
             kwargs["stream"] = _RunOutput()
         super().__init__(*args, **kwargs)
 

@@ -378,3 +378,15 @@ async def test_a_session_run_gets_nothing_from_the_previous_one(worker_sandbox: 
                                           tool_names=TOOL_NAMES, call_tool=call_tool, session=session)
     assert (first.value, second.value) == ("done", "second"), (first, second)
     assert calls == [] and second.logs == ()
+
+
+@pytest.mark.anyio
+async def test_pprint_positional_none_stream_prints_into_the_run(capfd: pytest.CaptureFixture[str]) -> None:
+    """``PrettyPrinter(1, 80, None, None)`` wrote to the process's standard output (the host's, in process),
+    not the run's log."""
+    logs: list[str] = []
+    program = "import pprint\npprint.PrettyPrinter(1, 80, None, None).pprint({'k': 'v'})\nreturn 1"
+    await run_program(compile_program(program), tool_names=TOOL_NAMES, call_tool=fake_call_tool,
+                      log=logs.append)
+    assert "{'k': 'v'}" in "".join(logs)
+    assert "{'k': 'v'}" not in capfd.readouterr().out
