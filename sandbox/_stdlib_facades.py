@@ -478,6 +478,22 @@ class HTMLCalendar(calendar.HTMLCalendar):
 HTMLCalendar.__module__ = "calendar"
 
 
+class TextCalendar(calendar.TextCalendar):
+    """``calendar.TextCalendar``; its ``pr*`` methods print through the run's ``print``."""
+
+    def prweek(self, theweek: Any, width: int) -> None:
+        _RunOutput().write(self.formatweek(theweek, width))
+
+    def prmonth(self, theyear: int, themonth: int, w: int = 0, l: int = 0) -> None:  # noqa: E741
+        _RunOutput().write(self.formatmonth(theyear, themonth, w, l))
+
+    def pryear(self, theyear: int, w: int = 0, l: int = 0, c: int = 6, m: int = 3) -> None:  # noqa: E741
+        _RunOutput().write(self.formatyear(theyear, w, l, c, m))
+
+
+TextCalendar.__module__ = "calendar"
+
+
 def _shlex_split(s: str, comments: bool = False, posix: bool = True) -> list[str]:
     if not isinstance(s, str):
         raise TypeError("shlex.split() needs a str (None would read standard input)")
@@ -517,7 +533,8 @@ def extra_members() -> dict[str, Any]:
         "operator": {"attrgetter": attrgetter, "methodcaller": methodcaller},
         "abc": {"ABC": abc.ABC, **_present("abc", abstractmethod=_abstractmethod)},
         "array": {"array": array.array, "typecodes": array.typecodes},
-        "calendar": {**_pick(calendar, _CALENDAR), "HTMLCalendar": HTMLCalendar},
+        "calendar": {**_pick(calendar, _CALENDAR), "HTMLCalendar": HTMLCalendar,
+                     "TextCalendar": TextCalendar},
         "contextlib": _pick(contextlib, ("AsyncExitStack", "ExitStack", "aclosing", "asynccontextmanager",
                                          "closing", "contextmanager", "nullcontext", "suppress")),
         "csv": _pick(csv, ("Dialect", "DictReader", "DictWriter", "Error", "QUOTE_ALL", "QUOTE_MINIMAL",

@@ -390,3 +390,20 @@ async def test_pprint_positional_none_stream_prints_into_the_run(capfd: pytest.C
                       log=logs.append)
     assert "{'k': 'v'}" in "".join(logs)
     assert "{'k': 'v'}" not in capfd.readouterr().out
+
+
+@pytest.mark.anyio
+async def test_text_calendar_prints_into_the_run(capfd: pytest.CaptureFixture[str]) -> None:
+    """``TextCalendar().prmonth/pryear/prweek`` print as CPython's do, into the run's log."""
+    import calendar
+
+    logs: list[str] = []
+    program = ("import calendar\ncal = calendar.TextCalendar()\ncal.prmonth(2024, 2)\ncal.pryear(2023)\n"
+               "cal.prweek(cal.monthdays2calendar(2024, 2)[0], 3)\nreturn 1")
+    await run_program(compile_program(program), tool_names=TOOL_NAMES, call_tool=fake_call_tool,
+                      log=logs.append)
+    real = calendar.TextCalendar()
+    expected = (real.formatmonth(2024, 2) + real.formatyear(2023)
+                + real.formatweek(real.monthdays2calendar(2024, 2)[0], 3))
+    assert "".join(logs).replace("\n", "") == expected.replace("\n", "")
+    assert "February 2024" not in capfd.readouterr().out
