@@ -407,3 +407,44 @@ async def test_text_calendar_prints_into_the_run(capfd: pytest.CaptureFixture[st
                 + real.formatweek(real.monthdays2calendar(2024, 2)[0], 3))
     assert "".join(logs).replace("\n", "") == expected.replace("\n", "")
     assert "February 2024" not in capfd.readouterr().out
+
+
+_GARBAGE_WITH_A_FINALLY = """
+    import asyncio
+    async def late():
+        await tools.search({"q": "made by the first run's code"})
+    def ticks():
+        try:
+            yield 1
+        finally:
+            asyncio.create_task(late())
+    class Cycle:
+        pass
+    cycle = Cycle()
+    cycle.me = cycle
+    cycle.gen = ticks()
+    next(cycle.gen)
+    del cycle
+    return "done"
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="a session run's cyclic garbage is finalized during a later run: "
+                   "a generator's finally starts a task in that run's registry, calling its tools")
+@pytest.mark.anyio
+async def test_a_session_run_gets_no_task_from_the_previous_ones_garbage(worker_sandbox: Any) -> None:
+    """A generator kept in a reference cycle runs its ``finally`` when the collector finds it, in whatever
+    run is in progress then: the task it starts is that run's, and so are its tool calls."""
+    calls: list[object] = []
+
+    async def call_tool(name: str, args: Any) -> Any:
+        calls.append(args)
+        return {"ok": True}
+
+    churn = "import asyncio\njunk = [[i] for i in range(20000)]\nawait asyncio.sleep(0.3)\nreturn 'second'"
+    async with worker_sandbox.open_session() as session:
+        first = await worker_sandbox.run(textwrap.dedent(_GARBAGE_WITH_A_FINALLY), tool_names=TOOL_NAMES,
+                                         call_tool=call_tool, session=session)
+        second = await worker_sandbox.run(churn, tool_names=TOOL_NAMES, call_tool=call_tool, session=session)
+    assert (first.value, second.value) == ("done", "second"), (first, second)
+    assert calls == []
