@@ -296,6 +296,10 @@ def _is_namedtuple(obj: object) -> bool:
 #: define no ``_``-attributes of their own that are not dunders (``builtins`` types are checked by module).
 _PLAIN_BASES: Final[frozenset[type]] = frozenset({typing.Generic, typing.Protocol, abc.ABC})
 _plain_classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+#: Builtin types whose instances hold another object's state: a ``super`` proxy resolves names in a host
+#: object's classes; ``staticmethod``/``classmethod`` copy the wrapped function's attributes (its real
+#: ``__annotations__`` dict) into their own ``__dict__``. A program subclass of one is not plain.
+_HOLDING_BUILTINS: Final = frozenset({super, staticmethod, classmethod})
 
 _WHY_PRIVATE: Final = ('names starting with "_" are private (a program may use "_name" attributes on objects '
                        "of classes it defined)")
@@ -319,9 +323,8 @@ def _is_plain_program_class(cls: type) -> bool:
     """A program class whose every base is a program class, a ``builtins`` type or a plain ABC base."""
     known = _plain_classes.get(cls)
     if known is None:
-        # (not ``super``: a subclass's instances forward lookups to a host object's classes)
         known = cls in _PROGRAM_CLASSES and all(
-            klass in _PROGRAM_CLASSES or (klass.__module__ == "builtins" and klass is not super)
+            klass in _PROGRAM_CLASSES or (klass.__module__ == "builtins" and klass not in _HOLDING_BUILTINS)
             or klass in _PLAIN_BASES for klass in cls.__mro__)
         _plain_classes[cls] = known
     return known

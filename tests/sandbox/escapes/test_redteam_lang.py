@@ -224,6 +224,22 @@ PLANTS = [
         got[0][ord("a")] = "Z"
         return textwrap.TextWrapper(width=40).fill("banana")
     """, lambda: _text_wrapper_table().get(ord("a")) is not None),
+    # staticmethod/classmethod copy the wrapped function's attributes into their own __dict__, its real
+    # __annotations__ dict included: a program subclass of one was "plain", so vars() handed that out
+    ("staticmethod-subclass-vars-host-annotations", """
+        import json
+        class SM(staticmethod):
+            pass
+        vars(SM(json.dumps))["__annotations__"]["planted"] = "by the program"
+        return "planted"
+    """, lambda: "planted" in _facade_json_dumps().__annotations__),
+    ("classmethod-subclass-vars-host-annotations", """
+        import json
+        class CM(classmethod):
+            pass
+        vars(CM(json.dumps))["__annotations__"]["planted"] = "by the program"
+        return "planted"
+    """, lambda: "planted" in _facade_json_dumps().__annotations__),
     # abc.abstractmethod sets __isabstractmethod__ on what it is given: a host function is the process's
     ("abc-abstractmethod-on-host-function", """
         import abc, os
@@ -259,6 +275,12 @@ def _text_wrapper_table() -> Any:
     return FACADES["textwrap"].TextWrapper.unicode_whitespace_trans
 
 
+def _facade_json_dumps() -> Any:
+    from codemode.sandbox.facades import FACADES
+
+    return FACADES["json"].dumps
+
+
 def _undo_plants() -> None:
     import dataclasses
     import gc
@@ -268,6 +290,7 @@ def _undo_plants() -> None:
 
     re.RegexFlag._member_map_.pop("PLANTED", None)
     re.purge()
+    _facade_json_dumps().__annotations__.pop("planted", None)
     vars(posixpath.join).pop("__isabstractmethod__", None)
     numbers.Integral._abc_caches_clear()  # type: ignore[attr-defined]
     for referent in gc.get_referents(dataclasses._EMPTY_METADATA):  # type: ignore[attr-defined]
