@@ -410,7 +410,9 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
              "real __dict__ (a host module's or class's namespace, writable)",
              "guarded_dir lists the names a program can read (facade members; _x names on its own "
              "objects); guarded_vars answers only for objects and classes of the program (a class gives "
-             "a copy without dunders) and SimpleNamespace"),
+             "a copy without dunders) and SimpleNamespace; a program subclass of super, staticmethod or "
+             "classmethod is not the program's own (they hold another object's state: staticmethod's "
+             "__dict__ holds the wrapped function's real __annotations__)"),
     AuditRow("builtins-left-out", "builtins",
              ("breakpoint", "compile", "eval", "exec", "globals", "help", "input", "locals",
               "memoryview", "open"),
