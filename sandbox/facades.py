@@ -83,6 +83,7 @@ from .guards import (
     check_code_name,
     check_field_reads,
     check_namespace_name,
+    check_value_equality,
     is_program_class,
     is_program_function,
     register_program_class,
@@ -311,6 +312,7 @@ def _dataclass(cls: object = None, /, **options: Any) -> Any:
         made: type = dataclasses.dataclass(checked, **options)
         register_program_class(made)
         check_field_reads(made)
+        check_value_equality(made)
         return made
 
     return wrap if cls is None else wrap(cls)

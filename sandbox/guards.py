@@ -92,6 +92,7 @@ __all__ = (
     "check_code_name",
     "check_field_reads",
     "check_namespace_name",
+    "check_value_equality",
     "forbidden_reason",
     "guarded_delattr",
     "guarded_dir",
@@ -638,6 +639,29 @@ def _most_derived_metaclass(bases: tuple[Any, ...]) -> type:
     return winner
 
 
+#: Value types the stdlib's process-wide caches take as keys (``struct``'s formats, ``_strptime``'s and
+#: ``typing``'s): a hashable subclass with the program's ``__eq__`` would answer for the host's lookups.
+_CACHED_VALUE_TYPES: Final = (str, bytes, int, float, complex, tuple, frozenset)
+
+
+def check_value_equality(cls: type) -> None:
+    """Refuse a hashable program subclass of ``str``/``bytes``/``int``/... with its own ``__eq__``.
+
+    Stored as a key in a process-wide cache (``struct.pack(fmt)``, ``time.strptime(s, fmt)``,
+    ``typing.List[...]``), it would be asked by every later lookup with an equal hash, the host's
+    included: its ``__eq__`` would run there and could make the host get what the program cached.
+    """
+    if not issubclass(cls, _CACHED_VALUE_TYPES) or getattr(cls, "__hash__", None) is None:
+        return
+    for klass in cls.__mro__:
+        if "__eq__" in klass.__dict__:
+            if klass in _PROGRAM_CLASSES:
+                raise TypeError(f"class {cls.__name__!r}: a hashable subclass of a builtin value type cannot "
+                                "define __eq__ in the sandbox (the process's caches would call it); compare "
+                                "with a method, or leave out __hash__ (the class is then unhashable)")
+            return
+
+
 _TUPLE_GETTER: Final = type(collections.namedtuple("_Probe", "field").field)  # type: ignore[attr-defined]
 
 
@@ -690,6 +714,7 @@ class ClassFactory:
         cls: type = meta(name, bases, namespace, **kwargs)
         register_program_class(cls)
         check_field_reads(cls)
+        check_value_equality(cls)
         return cls
 
     def __repr__(self) -> str:

@@ -240,6 +240,38 @@ PLANTS = [
         vars(CM(json.dumps))["__annotations__"]["planted"] = "by the program"
         return "planted"
     """, lambda: "planted" in _facade_json_dumps().__annotations__),
+    # a hashable str subclass with the program's __eq__, stored as a key in a process-wide cache, answers
+    # every later lookup with an equal hash (the host's too): struct's format cache, _strptime's, typing's
+    ("struct-cache-poisoned-by-str-subclass", """
+        import struct
+        class Fmt(str):
+            def __hash__(self):
+                return hash("<i")
+            def __eq__(self, other):
+                return True
+        struct.pack(Fmt(">q"), 1)
+        return "planted"
+    """, lambda: __import__("struct").calcsize("<i") != 4),
+    ("strptime-cache-poisoned-by-str-subclass", """
+        import time
+        class Fmt(str):
+            def __hash__(self):
+                return hash("%Y")
+            def __eq__(self, other):
+                return True
+        time.strptime("12", Fmt("%m"))
+        return "planted"
+    """, lambda: _strptime_is_poisoned()),
+    ("typing-cache-poisoned-by-str-subclass", """
+        import typing
+        class Name(str):
+            def __hash__(self):
+                return hash("int")
+            def __eq__(self, other):
+                return True
+        typing.List[Name("float")]
+        return "planted"
+    """, lambda: "float" in repr(__import__("typing").List["int"])),
     # abc.abstractmethod sets __isabstractmethod__ on what it is given: a host function is the process's
     ("abc-abstractmethod-on-host-function", """
         import abc, os
@@ -275,6 +307,16 @@ def _text_wrapper_table() -> Any:
     return FACADES["textwrap"].TextWrapper.unicode_whitespace_trans
 
 
+def _strptime_is_poisoned() -> bool:
+    import time
+
+    try:
+        time.strptime("2024", "%Y")
+    except ValueError:
+        return True
+    return False
+
+
 def _facade_json_dumps() -> Any:
     from codemode.sandbox.facades import FACADES
 
@@ -282,14 +324,21 @@ def _facade_json_dumps() -> Any:
 
 
 def _undo_plants() -> None:
+    import _strptime
     import dataclasses
     import gc
     import numbers
     import posixpath
     import re
+    import struct
+    import typing
 
     re.RegexFlag._member_map_.pop("PLANTED", None)
     re.purge()
+    struct._clearcache()
+    _strptime._regex_cache.clear()
+    for cleanup in typing._cleanups:  # type: ignore[attr-defined]
+        cleanup()
     _facade_json_dumps().__annotations__.pop("planted", None)
     vars(posixpath.join).pop("__isabstractmethod__", None)
     numbers.Integral._abc_caches_clear()  # type: ignore[attr-defined]
