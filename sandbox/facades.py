@@ -497,6 +497,10 @@ class ProgramScope:
 
     def close(self) -> None:
         """Restore what the run replaced."""
+        # (typing caches aliases by their arguments, a program's objects with their own __eq__ included:
+        # left in, they would answer the next run's lookups, and the host's)
+        for clear_cache in typing._cleanups:  # type: ignore[attr-defined]
+            clear_cache()
         sys.set_asyncgen_hooks(firstiter=self._hooks.firstiter, finalizer=self._hooks.finalizer)
         decimal.setcontext(self._decimal)
         CURRENT_TASKS.reset(self._token)

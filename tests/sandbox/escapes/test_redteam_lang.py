@@ -272,6 +272,20 @@ PLANTS = [
         typing.List[Name("float")]
         return "planted"
     """, lambda: "float" in repr(__import__("typing").List["int"])),
+    ("typing-cache-poisoned-by-program-callable", """
+        import typing
+        class Arg:
+            def __call__(self):
+                return None
+            def __hash__(self):
+                return hash(int)
+            def __eq__(self, other):
+                return True
+            def __repr__(self):
+                return "PLANTED"
+        typing.List[Arg()]
+        return "planted"
+    """, lambda: "PLANTED" in repr(__import__("typing").List[int])),
     # abc.abstractmethod sets __isabstractmethod__ on what it is given: a host function is the process's
     ("abc-abstractmethod-on-host-function", """
         import abc, os
