@@ -121,8 +121,9 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
               "is_dataclass", "replace"),
              "getattr(obj, f.name) by field names; asdict/astuple deepcopy the leaves; replace calls "
              "obj.__class__(**changes); field(default=...) calls the default's type's __set_name__",
-             "field names were checked when the class was made; deepcopy without a memo; the classes "
-             "and defaults are the program's"),
+             "field names were checked when the class was made (check_field_reads: no field may "
+             "resolve to a host class's _private state or a checked name such as str.format); deepcopy "
+             "without a memo; the classes and defaults are the program's"),
     AuditRow("dataclasses-make-dataclass", "dataclasses", ("make_dataclass",),
              "builds a class from program names and a namespace= dict (any dunder), then the exec above",
              "not exposed", exposed=False),
@@ -281,7 +282,9 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
              "program functions only (also under classmethod/staticmethod)"),
     AuditRow("abc-classes", "abc", ("*",),
              "ABCMeta builds the class of a program's class statement; register() adds to a registry",
-             "the class is the program's (ClassFactory); register of a host ABC is refused"),
+             "the class is the program's (ClassFactory); register of a host ABC, or of a program ABC "
+             "below one (a virtual subclass of it is one of the host ABC too), is refused; "
+             "abstractmethod marks program functions only"),
     AuditRow("abc-metaclass", "abc", ("ABCMeta", "get_cache_token", "update_abstractmethods"),
              "ABCMeta(name, bases, namespace) builds a class from any namespace dict (dunders included)",
              "not exposed", exposed=False),
@@ -322,7 +325,8 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
              "open files", "not exposed", exposed=False),
     AuditRow("numbers-abcs", "numbers", ("*",),
              "ABCs; register() adds to a process-wide registry",
-             "register of a host ABC is refused (resolved-function guard); subclasses are the program's"),
+             "register of a host ABC or of a program subclass of one is refused (resolved-function "
+             "guard); subclasses are the program's"),
     AuditRow("os-path", "os", ("*",),
              "pure path functions and separators", "nothing that reads the file system, the environment or "
                                                    "the working directory is exposed"),
@@ -380,7 +384,8 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
              "a super proxy resolves past the class's own overrides, so a guard keyed on the receiver's "
              "type misses it (super().format, super(E, e).obj)",
              "guards are keyed on the resolved function or descriptor; super().__init__ goes through "
-             "guarded_super_init (real super objects only)"),
+             "guarded_super_init (real super objects only); a proxy's _x reads are the program's only "
+             "when its object is (a program subclass of super is not a plain program class)"),
     AuditRow("builtins-super-init", "builtins", ("super",),
              "super(type(x), x).__init__(...) re-runs a base class's __init__ on any object it can name, "
              "host objects shared by every run included (a cached typing alias gets another origin)",
@@ -430,7 +435,9 @@ AUDIT: Final[tuple[AuditRow, ...]] = (
              "real __dict__ (a host module's or class's namespace, writable)",
              "guarded_dir lists the names a program can read (facade members; _x names on its own "
              "objects); guarded_vars answers only for objects and classes of the program (a class gives "
-             "a copy without dunders) and SimpleNamespace"),
+             "a copy without dunders) and SimpleNamespace; a program subclass of super, staticmethod or "
+             "classmethod is not the program's own (they hold another object's state: staticmethod's "
+             "__dict__ holds the wrapped function's real __annotations__)"),
     AuditRow("builtins-left-out", "builtins",
              ("breakpoint", "compile", "eval", "exec", "globals", "help", "input", "locals",
               "memoryview", "open"),

@@ -448,7 +448,10 @@ class PrettyPrinter(pprint.PrettyPrinter):
     """``pprint.PrettyPrinter``; without ``stream=`` it prints through the run's ``print``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if len(args) < 4 and kwargs.get("stream") is None:
+        if len(args) >= 4:  # (stream is the fourth positional parameter)
+            if args[3] is None:
+                args = (*args[:3], _RunOutput(), *args[4:])
+        elif kwargs.get("stream") is None:
             kwargs["stream"] = _RunOutput()
         super().__init__(*args, **kwargs)
 
@@ -477,6 +480,22 @@ class HTMLCalendar(calendar.HTMLCalendar):
 
 
 HTMLCalendar.__module__ = "calendar"
+
+
+class TextCalendar(calendar.TextCalendar):
+    """``calendar.TextCalendar``; its ``pr*`` methods print through the run's ``print``."""
+
+    def prweek(self, theweek: Any, width: int) -> None:
+        _RunOutput().write(self.formatweek(theweek, width))
+
+    def prmonth(self, theyear: int, themonth: int, w: int = 0, l: int = 0) -> None:  # noqa: E741
+        _RunOutput().write(self.formatmonth(theyear, themonth, w, l))
+
+    def pryear(self, theyear: int, w: int = 0, l: int = 0, c: int = 6, m: int = 3) -> None:  # noqa: E741
+        _RunOutput().write(self.formatyear(theyear, w, l, c, m))
+
+
+TextCalendar.__module__ = "calendar"
 
 
 def _shlex_split(s: str, comments: bool = False, posix: bool = True) -> list[str]:
@@ -604,7 +623,8 @@ def extra_members() -> dict[str, Any]:
         "operator": {"attrgetter": attrgetter, "methodcaller": methodcaller},
         "abc": {"ABC": abc.ABC, **_present("abc", abstractmethod=_abstractmethod)},
         "array": {"array": array.array, "typecodes": array.typecodes},
-        "calendar": {**_pick(calendar, _CALENDAR), "HTMLCalendar": HTMLCalendar},
+        "calendar": {**_pick(calendar, _CALENDAR), "HTMLCalendar": HTMLCalendar,
+                     "TextCalendar": TextCalendar},
         "contextlib": _pick(contextlib, ("AsyncExitStack", "ExitStack", "aclosing", "asynccontextmanager",
                                          "closing", "contextmanager", "nullcontext", "suppress")),
         "csv": _pick(csv, ("Dialect", "DictReader", "DictWriter", "Error", "QUOTE_ALL", "QUOTE_MINIMAL",

@@ -77,12 +77,15 @@ import textwrap
 import types
 import typing
 import uuid
-from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterable, Iterator, Mapping
 from typing import Any, Final, NoReturn, cast
 
 from .guards import (
+    PROGRAM_MARKER,
     check_code_name,
+    check_field_reads,
     check_namespace_name,
+    check_value_equality,
     is_program_class,
     is_program_function,
     register_program_class,
@@ -294,13 +297,14 @@ class TaskRegistry:
     def __init__(self) -> None:
         #: Each unfinished task with the program coroutine it runs (closed when the task is done).
         self._tasks: dict[asyncio.Task[Any], Coroutine[Any, Any, Any]] = {}
-        self._closed = False
+        #: Set once :meth:`aclose` is done: nothing may start in the run after that.
+        self.closed = False
 
     def spawn(self, coro: Coroutine[Any, Any, Any],
               start: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]] = asyncio.ensure_future,
               ) -> asyncio.Task[Any]:
         """Run ``coro`` as a task of this run (``start`` makes the task: a task group's, say)."""
-        if self._closed:
+        if self.closed:
             coro.close()
             raise RuntimeError("asyncio helpers are only available while a program runs")
         task = start(_contained(coro))
@@ -324,7 +328,7 @@ class TaskRegistry:
                 for task in pending:
                     self._finished(task)
         finally:
-            self._closed = True
+            self.closed = True
 
 
 #: The registry of the run in progress (set by the executor for the duration of a run).
@@ -445,6 +449,8 @@ def _dataclass(cls: object = None, /, **options: Any) -> Any:
         _check_field_names(checked)
         made: type = dataclasses.dataclass(checked, **options)
         register_program_class(made)
+        check_field_reads(made)
+        check_value_equality(made)
         return made
 
     return wrap if cls is None else wrap(cls)
@@ -605,16 +611,35 @@ class ProgramScope:
     workers do not share a sequence).
     """
 
-    __slots__ = ("_decimal", "_token")
+    __slots__ = ("_decimal", "_hooks", "_registry", "_token")
 
     def __init__(self, registry: TaskRegistry) -> None:
         self._token = CURRENT_TASKS.set(registry)
         _RANDOM.seed(random.getrandbits(128))
         self._decimal = decimal.getcontext()
         decimal.setcontext(decimal.Context())
+        # An abandoned async generator's ``finally`` runs in a task the event loop's finalizer starts: a
+        # program's must be one of the run's tasks (cancelled at its end), never code that runs later.
+        self._registry = registry
+        self._hooks = sys.get_asyncgen_hooks()
+        sys.set_asyncgen_hooks(firstiter=self._hooks.firstiter, finalizer=self._finalize)
+
+    def _finalize(self, agen: Any) -> None:
+        frame = agen.ag_frame
+        if frame is None or frame.f_globals.get(PROGRAM_MARKER) is not True:
+            if self._hooks.finalizer is not None:
+                self._hooks.finalizer(agen)
+        elif not self._registry.closed:
+            self._registry.spawn(agen.aclose())
+        # (after the run, a program's generator is dropped: its finally never runs)
 
     def close(self) -> None:
         """Restore what the run replaced."""
+        # (typing caches aliases by their arguments, a program's objects with their own __eq__ included:
+        # left in, they would answer the next run's lookups, and the host's)
+        for clear_cache in typing._cleanups:  # type: ignore[attr-defined]
+            clear_cache()
+        sys.set_asyncgen_hooks(firstiter=self._hooks.firstiter, finalizer=self._hooks.finalizer)
         decimal.setcontext(self._decimal)
         CURRENT_TASKS.reset(self._token)
 
@@ -633,11 +658,33 @@ def _json_loads(text: str | bytes, *, object_hook: Any = None, parse_float: Any 
                       parse_constant=parse_constant, object_pairs_hook=object_pairs_hook)
 
 
+class _Table(Mapping[Any, Any]):
+    """An immutable mapping for a shared table: a proxy over a dict hands that dict to ``proxy == x``
+    (and ``proxy | x``) of a program's ``x``, this hands out only itself."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: dict[Any, Any]) -> None:
+        self._entries = dict(entries)
+
+    def __getitem__(self, key: object) -> Any:
+        return self._entries[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return repr(self._entries)
+
+
 class _TextWrapper(textwrap.TextWrapper):
     """``textwrap.TextWrapper`` without its class-level translation dict (shared, mutable state)."""
 
     unicode_whitespace_trans = types.MappingProxyType(  # type: ignore[assignment]
-        dict(textwrap.TextWrapper.unicode_whitespace_trans))
+        _Table(textwrap.TextWrapper.unicode_whitespace_trans))
 
 
 _TextWrapper.__name__ = _TextWrapper.__qualname__ = "TextWrapper"

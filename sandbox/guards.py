@@ -24,7 +24,8 @@ Why each guard exists:
   The resolved-value rules run for the names that can resolve to those functions (``_VALUE_CHECKED``,
   all in :data:`GUARDED_ATTRIBUTES`); a test walks everything reachable from the facades to check that
   no forbidden function hides under another name. For the names decided on the resolved value alone
-  (:data:`RESOLVED_NAMES`: all of them but ``obj``) the policy compiles a native load followed by
+  (:data:`RESOLVED_NAMES`: all of them but ``obj`` and the proxy names, which finish by copying) the
+  policy compiles a native load followed by
   :func:`check_resolved`, which makes :func:`forbidden_reason`'s decision without a call in the common
   cases (a property test checks that the two agree on everything reachable).
 
@@ -99,8 +100,10 @@ __all__ = (
     "SafeType",
     "build_safe_builtins",
     "check_code_name",
+    "check_field_reads",
     "check_namespace_name",
     "check_resolved",
+    "check_value_equality",
     "forbidden_reason",
     "guarded_delattr",
     "guarded_dir",
@@ -129,19 +132,24 @@ _ASYNCIO_NAMES: Final = frozenset({"get_loop", "get_stack", "print_stack", "get_
 
 #: ``_``-names a program may read on any object: plain strings (``type(err).__name__``, ``f.__doc__``)
 #: an exception's cause and context (exceptions; their ``__traceback__`` stays refused) and an enum's
-#: ``__members__`` (a read-only mapping of its members).
+#: ``__members__`` (a proxy over a copy of its members: loads go through ``_getattr_``).
 READABLE_NAMES: Final = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__cause__",
                                    "__context__", "__members__"})
 #: The namedtuple API, ``_``-prefixed so as not to clash with field names: readable on namedtuple
 #: classes and instances only (checked at run time, so their loads go through ``_getattr_``).
 NAMEDTUPLE_NAMES: Final = frozenset({"_asdict", "_replace", "_make", "_fields", "_field_defaults"})
+#: Public names whose value can be a mappingproxy over shared host state (a compiled pattern's group
+#: index, kept in ``re``'s cache; a dataclass field's metadata): a proxy hands its real dict to the other
+#: side's ``__eq__``, so these loads get a proxy over a copy.
+_PROXY_NAMES: Final = frozenset({"groupindex", "metadata"})
 #: Names whose loads are checked on the value they resolve to (see :func:`forbidden_reason`).
-_VALUE_CHECKED: Final = _FORMAT_NAMES | _FORMATTER_NAMES | _COROUTINE_NAMES | _ASYNCIO_NAMES | {
-    "obj", "register"}
+_VALUE_CHECKED: Final = (_FORMAT_NAMES | _FORMATTER_NAMES | _COROUTINE_NAMES | _ASYNCIO_NAMES | _PROXY_NAMES
+                         | {"obj", "register"})
 
 #: Names whose loads are decided on the resolved value alone (no check before the lookup): the policy
 #: compiles ``a.send`` to ``check_resolved(a.send, "send")`` (see :func:`check_resolved`).
-RESOLVED_NAMES: Final = _VALUE_CHECKED - {"obj"}
+#: (Not the proxy names: their loads finish by copying, in :func:`guarded_getattr`'s full path.)
+RESOLVED_NAMES: Final = _VALUE_CHECKED - {"obj"} - _PROXY_NAMES
 
 #: Literal attribute names whose loads keep the ``_getattr_`` call (all other loads are native).
 GUARDED_ATTRIBUTES: Final[frozenset[str]] = (frozenset(INSPECT_ATTRIBUTES) | _VALUE_CHECKED
@@ -161,7 +169,8 @@ _WHY_COROUTINE: Final = "drive coroutines with await"
 _WHY_ASYNCIO: Final = "event loop internals are off limits"
 _WHY_ERROR_OBJ: Final = "AttributeError.obj can expose sandbox internals"
 _WHY_INTERNAL: Final = "frame, code, generator, coroutine and traceback internals are off limits"
-_WHY_REGISTER: Final = "only classes the program defined can register virtual subclasses"
+_WHY_REGISTER: Final = ("only classes the program defined (below no host ABC but abc.ABC) can register "
+                        "virtual subclasses")
 
 # How a read must be finished (what _check_read returns).
 _PLAIN: Final = 0
@@ -172,15 +181,16 @@ _PROGRAM_CLASSES: weakref.WeakSet[type] = weakref.WeakSet()
 
 
 def _async_generator_awaitables() -> tuple[type, ...]:
-    """The types of ``agen.asend(v)`` and ``agen.athrow(e)`` (their ``send``/``throw`` drive it by hand)."""
+    """The types of ``agen.asend(v)``, ``agen.athrow(e)`` and ``anext(agen, default)`` (their
+    ``send``/``throw`` drive it by hand)."""
     async def probe() -> Any:
         yield None
 
     generator = probe()
-    sending, throwing = generator.asend(None), generator.athrow(GeneratorExit)
-    kinds = (type(sending), type(throwing))
-    sending.close()
-    throwing.close()
+    sending, throwing, defaulted = generator.asend(None), generator.athrow(GeneratorExit), anext(generator, 0)
+    kinds = (type(sending), type(throwing), type(defaulted))
+    for awaitable in (sending, throwing, defaulted):
+        awaitable.close()
     return kinds
 
 
@@ -244,7 +254,7 @@ def forbidden_reason(value: object) -> str | None:
     if kind is types.MethodType:
         function = value.__func__  # type: ignore[attr-defined]
         if function is _ABC_REGISTER:
-            return None if is_program_class(value.__self__) else _WHY_REGISTER  # type: ignore[attr-defined]
+            return None if _registers_only_program_classes(value.__self__) else _WHY_REGISTER  # type: ignore[attr-defined]
         value = function
     elif kind is types.BuiltinMethodType:
         candidates = _FORBIDDEN_C_METHODS.get(value.__name__)  # type: ignore[attr-defined]
@@ -303,9 +313,22 @@ def _swap_or_refuse(value: object, name: str, why: str) -> Any:
     _refuse(name, why)
 
 
+def _registers_only_program_classes(cls: object) -> bool:
+    """Whether ``cls.register(x)`` changes the answers of the program's ABCs only.
+
+    A virtual subclass of ``cls`` is one of every ABC above it too (``issubclass`` walks the ABC's
+    subclasses), so ``cls`` and each ABC in its MRO (``abc.ABC`` aside) must be the program's: a program
+    subclass of ``numbers.Integral`` registering ``float`` would make ``isinstance(1.5, numbers.Integral)``
+    true for the whole process.
+    """
+    return isinstance(cls, type) and cls in _PROGRAM_CLASSES and all(
+        klass in _PROGRAM_CLASSES or klass is abc.ABC or not isinstance(klass, abc.ABCMeta)
+        for klass in cls.__mro__)
+
+
 def _resolve_in_classes(obj: object, name: str) -> object:
     """The class-dict entry a lookup of ``name`` on ``obj`` finds first (a ``super`` proxy's too)."""
-    if type(obj) is super:
+    if isinstance(obj, super):
         proxy: Any = obj
         owner = proxy.__self_class__
         if owner is None:
@@ -342,6 +365,10 @@ _PLAIN_BASES: Final[frozenset[type]] = frozenset({
     numbers.Number, numbers.Complex, numbers.Real, numbers.Rational, numbers.Integral,
 })
 _plain_classes: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+#: Builtin types whose instances hold another object's state: a ``super`` proxy resolves names in a host
+#: object's classes; ``staticmethod``/``classmethod`` copy the wrapped function's attributes (its real
+#: ``__annotations__`` dict) into their own ``__dict__``. A program subclass of one is not plain.
+_HOLDING_BUILTINS: Final = frozenset({super, staticmethod, classmethod})
 
 _WHY_DUNDER: Final = ("dunder attributes are Python internals; use type(x), x.__name__, vars(obj) or "
                       "dir(obj), or a \"_name\" attribute on your own objects")
@@ -368,8 +395,8 @@ def _is_plain_program_class(cls: type) -> bool:
     known = _plain_classes.get(cls)
     if known is None:
         known = cls in _PROGRAM_CLASSES and all(
-            klass in _PROGRAM_CLASSES or klass.__module__ == "builtins" or klass in _PLAIN_BASES
-            for klass in cls.__mro__)
+            klass in _PROGRAM_CLASSES or (klass.__module__ == "builtins" and klass not in _HOLDING_BUILTINS)
+            or klass in _PLAIN_BASES for klass in cls.__mro__)
         _plain_classes[cls] = known
     return known
 
@@ -385,6 +412,15 @@ def private_access_ok(obj: object) -> bool:
     return _is_plain_program_class(cls)
 
 
+def _private_owner(obj: object) -> object:
+    """Whose ``_x`` names a read on ``obj`` sees: a ``super`` proxy resolves them in its object's classes
+    (``super()._helper()`` in the program's own hierarchy), anything else in its own."""
+    if isinstance(obj, super):
+        proxy: Any = obj
+        return _MISSING if proxy.__self__ is None else proxy.__self__
+    return obj
+
+
 def _check_read(obj: object, name: object) -> int:
     """Refuse a read by name (before any lookup); say how the read must be finished."""
     if type(name) is not str:
@@ -397,11 +433,11 @@ def _check_read(obj: object, name: object) -> int:
         return _CHECK_VALUE
     if name.startswith("_"):
         if name in READABLE_NAMES:
-            return _PLAIN
+            return _COPY_DICT if name == "__members__" else _PLAIN
         if name in NAMEDTUPLE_NAMES and _is_namedtuple(obj):
             return _COPY_DICT if name == "_field_defaults" else _PLAIN
         # (on a class, only what its own MRO holds: not its metaclass's privates, ABCMeta's included)
-        if is_private_name(name) and private_access_ok(obj) and (
+        if is_private_name(name) and private_access_ok(_private_owner(obj)) and (
                 not isinstance(obj, type) or _resolve_in_classes(obj, name) is not _MISSING):
             return _PLAIN
         _refuse(name, _WHY_DUNDER if name.startswith("__") else _WHY_PRIVATE)
@@ -443,11 +479,16 @@ def guarded_getattr(obj: object, name: str, default: Any = _MISSING) -> Any:
     if value is _MISSING:
         return default
     if finish == _COPY_DICT:
+        # (a proxy hands its real mapping to the other side's __eq__: an enum's member map)
+        if type(value) is types.MappingProxyType:
+            return types.MappingProxyType(dict(value))
         return dict(value) if isinstance(value, dict) else value
     if name in _FORMAT_NAMES:
         safe = _safe_format(value)
         if safe is not None:
             return safe
+    if type(value) is types.MappingProxyType and name in _PROXY_NAMES:
+        return types.MappingProxyType(dict(value))
     why = forbidden_reason(value)
     if why is None:
         return value
@@ -694,6 +735,67 @@ def _most_derived_metaclass(bases: tuple[Any, ...]) -> type:
     return winner
 
 
+#: Value types the stdlib's process-wide caches take as keys (``struct``'s formats, ``_strptime``'s and
+#: ``typing``'s): a hashable subclass with the program's ``__eq__`` would answer for the host's lookups.
+_CACHED_VALUE_TYPES: Final = (str, bytes, int, float, complex, tuple, frozenset)
+
+
+def check_value_equality(cls: type) -> None:
+    """Refuse a hashable program subclass of ``str``/``bytes``/``int``/... with its own ``__eq__``.
+
+    Stored as a key in a process-wide cache (``struct.pack(fmt)``, ``time.strptime(s, fmt)``,
+    ``typing.List[...]``), it would be asked by every later lookup with an equal hash, the host's
+    included: its ``__eq__`` would run there and could make the host get what the program cached.
+    """
+    if not issubclass(cls, _CACHED_VALUE_TYPES) or getattr(cls, "__hash__", None) is None:
+        return
+    for klass in cls.__mro__:
+        if "__eq__" in klass.__dict__:
+            if klass in _PROGRAM_CLASSES:
+                raise TypeError(f"class {cls.__name__!r}: a hashable subclass of a builtin value type cannot "
+                                "define __eq__ in the sandbox (the process's caches would call it); compare "
+                                "with a method, or leave out __hash__ (the class is then unhashable)")
+            return
+
+
+_TUPLE_GETTER: Final = type(collections.namedtuple("_Probe", "field").field)  # type: ignore[attr-defined]
+
+
+def check_field_reads(cls: type) -> None:
+    """Refuse a program class whose fields would be read in C with names the guard refuses.
+
+    ``case C(x)`` reads the names in ``C.__match_args__`` with a C-level ``getattr``, and
+    ``dataclasses.asdict``/``astuple``/``replace`` read every dataclass field with ``getattr``. A field
+    the instance does not hold resolves in the classes, so ``format`` on a ``str`` subclass is the real
+    ``str.format`` and ``_x`` on a subclass of a host class is that class's private state. Such names
+    are refused unless the guard would give the same answer: ``_x`` on the program's plain classes, a
+    checked name (``obj``, ``format``) there too when no host class defines it.
+    """
+    names: list[object] = []
+    match_args = getattr(cls, "__match_args__", ())
+    if type(match_args) is tuple:
+        names.extend(match_args)
+    fields = getattr(cls, "__dataclass_fields__", None)
+    if type(fields) is dict:
+        names.extend(fields)
+    for name in names:
+        if type(name) is not str:
+            continue
+        if name.startswith("_"):
+            refused = not (is_private_name(name) and private_access_ok(cls))
+        elif name in GUARDED_ATTRIBUTES or name.startswith(GUARDED_PREFIXES):
+            if type(_resolve_in_classes(cls, name)) is _TUPLE_GETTER:
+                continue  # (a namedtuple's field: the item the tuple was made with)
+            refused = not private_access_ok(cls) or any(
+                name in klass.__dict__ for klass in cls.__mro__ if klass not in _PROGRAM_CLASSES)
+        else:
+            continue
+        if refused:
+            raise TypeError(f"class {cls.__name__!r}: the field {name!r} is not available in the sandbox "
+                            "(match patterns and dataclasses read fields in C, and the attribute guard "
+                            "refuses or checks this one here); rename the field")
+
+
 class ClassFactory:
     """``__metaclass__`` for ``class`` statements: the metaclass Python would pick, recorded as program's."""
 
@@ -707,6 +809,8 @@ class ClassFactory:
         meta = _most_derived_metaclass(bases)
         cls: type = meta(name, bases, namespace, **kwargs)
         register_program_class(cls)
+        check_field_reads(cls)
+        check_value_equality(cls)
         return cls
 
     def __repr__(self) -> str:

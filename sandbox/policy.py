@@ -636,7 +636,7 @@ class ProgramPolicy(RestrictingNodeTransformer):
             inner = cast(ast.expr, self.visit(value))
             hook = ast.Call(func=ast.Name(SUPER_INIT_NAME, ast.Load()), args=[inner], keywords=[])
             return ast.fix_missing_locations(ast.copy_location(hook, node))
-        if isinstance(node.ctx, ast.Load) and node.attr in NAMEDTUPLE_NAMES:
+        if isinstance(node.ctx, ast.Load) and (node.attr in NAMEDTUPLE_NAMES or node.attr == "__members__"):
             # (RestrictedPython refuses every _-name; these are checked at run time instead)
             inner = cast(ast.expr, self.visit(value))
             guarded = ast.Call(func=ast.Name("_getattr_", ast.Load()),
