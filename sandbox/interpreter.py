@@ -21,6 +21,7 @@ forwarded (the worker's ledger applies the run's real budget and writes the trun
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -289,6 +290,10 @@ async def run_program(compiled: CompiledProgram, *, tool_names: Sequence[str],
             try:
                 value = await entry()
             finally:
+                if globals_ is not None:
+                    # (a session's worker lives on: the run's cyclic garbage is finalised now, in its
+                    # own run, not by a collection during a later run that would own what it starts)
+                    gc.collect()
                 await registry.aclose()
         except MemoryError as exc:
             try:

@@ -515,8 +515,6 @@ _GARBAGE_WITH_A_FINALLY = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason="a session run's cyclic garbage is finalized during a later run: "
-                   "a generator's finally starts a task in that run's registry, calling its tools")
 @pytest.mark.anyio
 async def test_a_session_run_gets_no_task_from_the_previous_ones_garbage(worker_sandbox: Any) -> None:
     """A generator kept in a reference cycle runs its ``finally`` when the collector finds it, in whatever
