@@ -2,8 +2,10 @@
 
 :class:`WorkerSupply` is that seam. The pool (:mod:`codemode.sandbox.pool`) keeps the warm workers, the cap on
 live workers and every run's deadline; it asks a supply for a fresh worker (``spawn``), for the live workers,
-its status and, when a run gave up waiting, why it had to wait. It never sees a template: another supply
-(workers in remote actors, say) plugs in here.
+its status and, when a run gave up waiting, why it had to wait. It never sees a template. Workers on
+other machines do not plug in here: a run's limits, ``/proc`` reads and kills must happen on the
+worker's own machine, so :class:`~codemode.sandbox.ray.RaySandbox` relays whole runs to a local sandbox
+on each node instead.
 
 :class:`TemplateSupervisor` is the supply over a local template process (:class:`~codemode.sandbox.host.
 TemplateProcess`). It keeps one template serving and replaces it when it is lost:
