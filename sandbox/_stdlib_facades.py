@@ -59,17 +59,6 @@ CURRENT_PRINT: contextvars.ContextVar[Callable[..., None] | None] = contextvars.
     "codemode_sandbox_print", default=None)
 
 
-def _present(module: str, **wrappers: Any) -> dict[str, Any]:
-    for name, wrapper in wrappers.items():
-        wrapper.__name__ = wrapper.__qualname__ = name
-        wrapper.__module__ = module
-    return wrappers
-
-
-def _pick(module: types.ModuleType, names: Iterable[str]) -> dict[str, object]:
-    return {name: getattr(module, name) for name in names}
-
-
 # -- asyncio ---------------------------------------------------------------------------------------
 
 
@@ -666,6 +655,8 @@ def extra_members() -> dict[str, Any]:
 from .facades import (  # noqa: E402
     SafeAwaitable,
     _number,
+    _pick,
+    _present,
     _ProgramExit,
     _released,
     _spawn,
