@@ -334,6 +334,8 @@ for _cls in (Lock, Semaphore, BoundedSemaphore, Event, Queue, PriorityQueue, Lif
 
 
 def _asyncio_members() -> dict[str, object]:
+    from .facades import _present  # (the facades module calls this while it loads)
+
     return {
         "ALL_COMPLETED": asyncio.ALL_COMPLETED, "FIRST_COMPLETED": asyncio.FIRST_COMPLETED,
         "FIRST_EXCEPTION": asyncio.FIRST_EXCEPTION, "QueueEmpty": asyncio.QueueEmpty,
@@ -600,7 +602,7 @@ _ZLIB: Final = ("DEFLATED", "MAX_WBITS", "Z_BEST_COMPRESSION", "Z_BEST_SPEED", "
 
 def extra_members() -> dict[str, Any]:
     """The members of the facades this module adds (``asyncio`` and ``operator`` entries are merged)."""
-    from .facades import ModuleFacade
+    from .facades import ModuleFacade, _pick, _present  # (the facades module calls this while it loads)
 
     os_path = ModuleFacade("os.path", {name: getattr(os.path, name) for name in _OS_PATH})  # type: ignore[call-arg]
     abcs = ModuleFacade("collections.abc", _pick(collections.abc, _COLLECTIONS_ABC))  # type: ignore[call-arg]
@@ -655,8 +657,6 @@ def extra_members() -> dict[str, Any]:
 from .facades import (  # noqa: E402
     SafeAwaitable,
     _number,
-    _pick,
-    _present,
     _ProgramExit,
     _released,
     _spawn,
