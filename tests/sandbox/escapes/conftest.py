@@ -176,3 +176,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.filterwarnings("ignore::ResourceWarning"))
             item.add_marker(pytest.mark.filterwarnings("ignore::RuntimeWarning"))
             item.add_marker(pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"))
+
+
+#: Driving a coroutine by hand through its class hands out the event loop's futures, and the loop, whose
+#: subprocess API reads the secret (the payload of two suites: the helper names and the audit table).
+LOOP_THROUGH_COROUTINE_SEND = """
+        import asyncio
+        async def tick():
+            await asyncio.sleep(0.01)
+        c = tick()
+        try:
+            future = type(c).send(c, None)
+        finally:
+            c.close()
+        loop = type(future).get_loop(future)
+        chunks = []
+        class Reader:
+            def connection_made(self, transport):
+                pass
+            def pipe_data_received(self, fd, data):
+                chunks.append(data)
+            def pipe_connection_lost(self, fd, exc):
+                pass
+            def process_exited(self):
+                pass
+            def connection_lost(self, exc):
+                pass
+        transport, protocol = await loop.subprocess_exec(Reader, "cat", SECRET_PATH)
+        for attempt in range(250):
+            if chunks:
+                break
+            await asyncio.sleep(0.02)
+        transport.close()
+        return b"".join(chunks).decode()
+"""

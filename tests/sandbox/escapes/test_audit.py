@@ -26,7 +26,14 @@ from codemode.sandbox.guards import build_safe_builtins
 from codemode.sandbox.interpreter import compile_program, run_program
 from codemode.sandbox.lossless import snapshot
 
-from .conftest import SECRET_ENV, TOOL_NAMES, Attack, EscapeHarness, fake_call_tool
+from .conftest import (
+    LOOP_THROUGH_COROUTINE_SEND,
+    SECRET_ENV,
+    TOOL_NAMES,
+    Attack,
+    EscapeHarness,
+    fake_call_tool,
+)
 
 _FORMAT_FIELD = "{0.__globals__[_os].environ}"
 
@@ -53,34 +60,7 @@ def _globals(member: str) -> str:
 
 
 ATTACKS: list[Attack] = [
-    Attack("asyncio-awaitables", """
-        import asyncio
-        async def tick():
-            await asyncio.sleep(0.01)
-        c = tick()
-        future = type(c).send(c, None)
-        loop = type(future).get_loop(future)
-        c.close()
-        chunks = []
-        class Reader:
-            def connection_made(self, transport):
-                pass
-            def pipe_data_received(self, fd, data):
-                chunks.append(data)
-            def pipe_connection_lost(self, fd, exc):
-                pass
-            def process_exited(self):
-                pass
-            def connection_lost(self, exc):
-                pass
-        transport, protocol = await loop.subprocess_exec(Reader, "cat", SECRET_PATH)
-        for attempt in range(250):
-            if chunks:
-                break
-            await asyncio.sleep(0.02)
-        transport.close()
-        return b"".join(chunks).decode()
-    """),
+    Attack("asyncio-awaitables", LOOP_THROUGH_COROUTINE_SEND),
     Attack("asyncio-loop", """
         import asyncio
         loop = asyncio.get_running_loop()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import Attack, EscapeHarness
+from .conftest import LOOP_THROUGH_COROUTINE_SEND, Attack, EscapeHarness
 
 ATTACKS = [
     # (a) update_wrapper's `updated` names: the real builtins are merged into the program's own
@@ -138,34 +138,7 @@ ATTACKS = [
         return typing.Annotated[str, 0].format("{0.__globals__[codecs].sys.modules[os].environ}", json.dumps)
     """),
     # driving a coroutine by hand through its class hands out the event loop's futures, and the loop
-    Attack("coroutine-send-through-the-class-reaches-the-loop", """
-        import asyncio
-        async def tick():
-            await asyncio.sleep(0.01)
-        c = tick()
-        future = type(c).send(c, None)
-        loop = type(future).get_loop(future)
-        c.close()
-        chunks = []
-        class Reader:
-            def connection_made(self, transport):
-                pass
-            def pipe_data_received(self, fd, data):
-                chunks.append(data)
-            def pipe_connection_lost(self, fd, exc):
-                pass
-            def process_exited(self):
-                pass
-            def connection_lost(self, exc):
-                pass
-        transport, protocol = await loop.subprocess_exec(Reader, "cat", SECRET_PATH)
-        for attempt in range(250):
-            if chunks:
-                break
-            await asyncio.sleep(0.02)
-        transport.close()
-        return b"".join(chunks).decode()
-    """),
+    Attack("coroutine-send-through-the-class-reaches-the-loop", LOOP_THROUGH_COROUTINE_SEND),
     Attack("deepcopy-memo-hands-out-originals", """
         import copy, functools
         memo = {}
