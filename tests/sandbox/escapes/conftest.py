@@ -17,6 +17,7 @@ and ``TARGET_PATH`` in its source are replaced by the paths of this test. The ha
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import gc
 import os
 import sys
@@ -50,6 +51,12 @@ class Attack:
     source: str
     plain: str | None = None
     mode: Mode = "plain"
+
+
+def same_attack(attacks: list[Attack], found: str, row: str) -> Attack:
+    """The attack another suite keeps under ``found``, entered again as ``row``: one payload, two suites
+    (the audit table names an attack per row; the themed suites keep the payloads)."""
+    return dataclasses.replace(next(attack for attack in attacks if attack.id == found), id=row)
 
 
 async def fake_call_tool(name: str, args: Any) -> Any:

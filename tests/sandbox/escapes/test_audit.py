@@ -26,13 +26,22 @@ from codemode.sandbox.guards import build_safe_builtins
 from codemode.sandbox.interpreter import compile_program, run_program
 from codemode.sandbox.lossless import snapshot
 
+from . import (
+    test_computed_attributes,
+    test_facade_classes,
+    test_fast_paths,
+    test_format_strings,
+    test_helper_names,
+    test_language_widening,
+    test_side_doors,
+)
 from .conftest import (
-    LOOP_THROUGH_COROUTINE_SEND,
     SECRET_ENV,
     TOOL_NAMES,
     Attack,
     EscapeHarness,
     fake_call_tool,
+    same_attack,
 )
 
 _FORMAT_FIELD = "{0.__globals__[_os].environ}"
@@ -60,7 +69,8 @@ def _globals(member: str) -> str:
 
 
 ATTACKS: list[Attack] = [
-    Attack("asyncio-awaitables", LOOP_THROUGH_COROUTINE_SEND),
+    same_attack(test_helper_names.ATTACKS, "coroutine-send-through-the-class-reaches-the-loop",
+                "asyncio-awaitables"),
     Attack("asyncio-loop", """
         import asyncio
         loop = asyncio.get_running_loop()
@@ -91,13 +101,7 @@ ATTACKS: list[Attack] = [
                 return (open, (SECRET_PATH,))
         return copy.copy(R()).read()
     """),
-    Attack("copy-deepcopy-memo", """
-        import copy, functools
-        memo = {}
-        copy.deepcopy(functools.partial(len), memo)
-        state = [x for x in memo[id(memo)] if isinstance(x, tuple)][0]
-        return state[0].__self__.open(SECRET_PATH).read()
-    """),
+    same_attack(test_helper_names.ATTACKS, "deepcopy-memo-hands-out-originals", "copy-deepcopy-memo"),
     Attack("dataclasses-dataclass", """
         import typing, dataclasses
         T = typing.TypedDict("T", {"__class__,)==0 or __import__('os'),(0": int})
@@ -135,16 +139,8 @@ ATTACKS: list[Attack] = [
             return str(e)
     """),
     Attack("decimal-values", "import decimal\n" + _loader("decimal.getcontext")),
-    Attack("enum-functional", """
-        import enum, dataclasses
-        class P:
-            pass
-        N = "__class__,)==0 or __import__('os'),(0"
-        E = enum.Enum("E", [("__annotations__", {N: int}), ("m", 1)], type=P)
-        dataclasses.dataclass(E, init=False, repr=False)
-        os = (E.m == E.m)[0]
-        return os.read(os.open(SECRET_PATH, 0), 200).decode()
-    """),
+    same_attack(test_helper_names.ATTACKS, "enum-functional-annotations-reach-dataclass-exec",
+                "enum-functional"),
     Attack("enum-hooks", """
         import enum
         class E(enum.Enum):
@@ -165,23 +161,8 @@ ATTACKS: list[Attack] = [
         except ValueError as e:
             return str(e)
     """),
-    Attack("functools-update-wrapper", """
-        import functools, json
-        def w():
-            pass
-        functools.update_wrapper(w, json.dumps, assigned=(), updated=("__globals__",))
-        def get():
-            return typing
-        return get().sys.modules["builtins"].open(SECRET_PATH).read()
-    """, plain="""
-        import functools, json
-        def w():
-            pass
-        functools.update_wrapper(w, json.dumps, assigned=(), updated=("__globals__",))
-        def get():
-            return codecs
-        return get().sys.modules["builtins"].open(SECRET_PATH).read()
-    """),
+    same_attack(test_helper_names.ATTACKS, "update-wrapper-updated-merges-host-globals",
+                "functools-update-wrapper"),
     Attack("functools-callables", """
         import functools
         g = functools.reduce(getattr, ["__globals__"], lambda: 0)
@@ -238,10 +219,7 @@ ATTACKS: list[Attack] = [
         except ValueError as e:
             return str(e)
     """),
-    Attack("operator-attribute-callers", f"""
-        import operator, random
-        return operator.methodcaller("format", random.seed)("{_FORMAT_FIELD}")
-    """),
+    same_attack(test_language_widening.ATTACKS, "methodcaller-format", "operator-attribute-callers"),
     Attack("operator-writes", """
         import operator, json
         operator.setitem(vars(json), "dumps", lambda *a, **k: open(SECRET_PATH).read())
@@ -279,13 +257,7 @@ ATTACKS: list[Attack] = [
         return string.Formatter().format("{_FORMAT_FIELD}", random.seed)
     """),
     Attack("string-constants", "import string\n" + _globals("string.capwords")),
-    Attack("textwrap-wrapper", """
-        import textwrap
-        table = textwrap.TextWrapper.unicode_whitespace_trans
-        table[0] = open(SECRET_PATH).read()
-        import textwrap as again
-        return again.TextWrapper.unicode_whitespace_trans[0]
-    """, mode="subprocess"),
+    same_attack(test_fast_paths.ATTACKS, "inline-write-into-shared-class-dict", "textwrap-wrapper"),
     Attack("typing-alias-forwarding", f"""
         import typing, random
         return typing.Annotated[str, 0].format("{_FORMAT_FIELD}", random.seed)
@@ -326,15 +298,8 @@ ATTACKS: list[Attack] = [
                 return super().format(*args)
         return S("{_FORMAT_FIELD}").leak(random.seed)
     """),
-    Attack("builtins-type", f"""
-        import random
-        return type("").format("{_FORMAT_FIELD}", random.seed)
-    """),
-    Attack("builtins-callbacks", """
-        found = []
-        sorted([lambda: 0], key=lambda f: found.append(getattr(f, "__globals__")) or 0)
-        return found[0]["__builtins__"]["open"](SECRET_PATH).read()
-    """),
+    same_attack(test_format_strings.ATTACKS, "str-format-via-type", "builtins-type"),
+    same_attack(test_computed_attributes.ATTACKS, "sorted-key-getattr", "builtins-callbacks"),
     Attack("builtins-formatting", """
         class F:
             def __format__(self, spec):
@@ -364,11 +329,8 @@ ATTACKS: list[Attack] = [
         import os
         return os.read(os.open(SECRET_PATH, 0), 200).decode()
     """),
-    Attack("builtins-import-facade-classes", """
-        import json
-        return type(json).__dict__["dumps"].__func__.__globals__["__builtins__"]["open"](SECRET_PATH).read()
-    """, mode="facades"),
-    Attack("builtins-left-out", 'return eval("open(SECRET_PATH).read()")'),
+    same_attack(test_facade_classes.ATTACKS, "facade-class-dict", "builtins-import-facade-classes"),
+    same_attack(test_side_doors.ATTACKS, "eval-call", "builtins-left-out"),
     Attack("builtins-introspection", """
         import json
         return vars(json)["codecs"].open(SECRET_PATH).read()

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import SECRET_ENV, Attack, EscapeHarness
+from . import test_format_strings, test_side_doors
+from .conftest import SECRET_ENV, Attack, EscapeHarness, same_attack
 
 _ENVIRON = "{0.__globals__[_os].environ}"
 
@@ -32,10 +33,7 @@ ATTACKS = [
         render = "{_ENVIRON}".format
         return render(random.seed)
     """),
-    Attack("format-through-map", f"""
-        import random
-        return list(map(str.format, ["{_ENVIRON}"], [random.seed]))[0]
-    """),
+    same_attack(test_format_strings.ATTACKS, "map-unbound-format", "format-through-map"),
     Attack("format-subclass-super-map", """
         import random
         class T(str):
@@ -149,7 +147,7 @@ ATTACKS = [
         name = [n for n in dir(random.seed) if n.endswith("func__")][0]
         return getattr(random.seed, name).__globals__["__builtins__"]["open"](SECRET_PATH).read()
     """),
-    Attack("eval-string", 'return eval("open(SECRET_PATH).read()")'),
+    same_attack(test_side_doors.ATTACKS, "eval-call", "eval-string"),
     Attack("exec-string", """
         found = {}
         exec("found['x'] = open(SECRET_PATH).read()")
