@@ -15,9 +15,9 @@ import socket
 import uuid
 from typing import Any
 
-import anyio
 import pytest
 
+from tests.sandbox.breach._pair import attack_beside_a_sibling
 from tests.sandbox.breach.conftest import LIMITS, Breach
 
 pytestmark = pytest.mark.anyio
@@ -71,42 +71,9 @@ def test_the_payload_reaches_a_listener_in_the_same_namespace() -> None:
 
 async def _attack(breach: Breach, config: str) -> tuple[Any, Any, tuple[str, ...]]:
     name = f"\0codemode-sibling-{uuid.uuid4().hex}"
-    registered, done = anyio.Event(), anyio.Event()
-    state: list[Any] = []
-
-    async def tools(tool: str, args: Any) -> Any:
-        if tool == "register":
-            state.append(args["state"])
-            registered.set()
-        elif tool == "sibling":
-            await registered.wait()
-        else:
-            await done.wait()  # hold: the sibling (and its listener) lives until the attack is over
-        return None
-
-    sandbox = breach.sandboxes[config]
-    results: dict[str, Any] = {}
-
-    async def sibling() -> None:
-        results["sibling"] = await sandbox.run(SIBLING.format(name=name), tool_names=("register", "hold"),
-                                               call_tool=tools, limits=LIMITS)
-
-    async def attacker() -> None:
-        try:
-            results["attacker"] = await sandbox.run(ATTACKER.format(name=name), tool_names=("sibling",),
-                                                    call_tool=tools, limits=LIMITS)
-        finally:
-            done.set()
-
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as group:
-            group.start_soon(sibling)
-            group.start_soon(attacker)
-    assert results["sibling"].value == "held", results["sibling"]
-    attack = results["attacker"]
-    assert attack.error is None, attack.error
-    assert attack.stats.worker_pid != results["sibling"].stats.worker_pid
-    return state[0], attack.value, attack.stats.isolation
+    registered, attack = await attack_beside_a_sibling(breach.sandboxes[config], SIBLING.format(name=name),
+                                                       ATTACKER.format(name=name), LIMITS)
+    return registered["state"], attack.value, attack.stats.isolation
 
 
 @pytest.mark.parametrize("config", sorted(EXPECTED))

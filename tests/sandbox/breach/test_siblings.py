@@ -10,9 +10,9 @@ from __future__ import annotations
 import errno
 from typing import Any
 
-import anyio
 import pytest
 
+from tests.sandbox.breach._pair import attack_beside_a_sibling
 from tests.sandbox.breach._probes import Stop
 from tests.sandbox.breach.conftest import LIMITS, PRELUDE, Breach
 
@@ -49,45 +49,9 @@ _outcomes: dict[str, dict[str, Any]] = {}
 
 
 async def _run_pair(breach: Breach, config: str) -> dict[str, Any]:
-    if config in _outcomes:
-        return _outcomes[config]
-    registered, done = anyio.Event(), anyio.Event()
-    sibling_pid: list[int] = []
-
-    async def tools(name: str, args: Any) -> Any:
-        if name == "register":
-            sibling_pid.append(int(args["pid"]))
-            registered.set()
-            return None
-        if name == "sibling":
-            await registered.wait()
-            return {"pid": sibling_pid[0]}
-        await done.wait()  # hold
-        return None
-
-    sandbox = breach.sandboxes[config]
-    results: dict[str, Any] = {}
-
-    async def sibling() -> None:
-        results["sibling"] = await sandbox.run(SIBLING, tool_names=("register", "hold"), call_tool=tools,
-                                               limits=LIMITS)
-
-    async def attacker() -> None:
-        try:
-            results["attacker"] = await sandbox.run(_attacker(), tool_names=("sibling",), call_tool=tools,
-                                                    limits=LIMITS)
-        finally:
-            done.set()
-
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as group:
-            group.start_soon(sibling)
-            group.start_soon(attacker)
-    assert results["sibling"].value == "held", results["sibling"]
-    attack = results["attacker"]
-    assert attack.error is None, attack.error
-    assert attack.stats.worker_pid != results["sibling"].stats.worker_pid
-    _outcomes[config] = {"values": attack.value, "isolation": attack.stats.isolation}
+    if config not in _outcomes:
+        _, attack = await attack_beside_a_sibling(breach.sandboxes[config], SIBLING, _attacker(), LIMITS)
+        _outcomes[config] = {"values": attack.value, "isolation": attack.stats.isolation}
     return _outcomes[config]
 
 
